@@ -1,0 +1,99 @@
+package yurthosts
+
+import (
+	"net"
+	"net/netip"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	"github.com/miekg/dns"
+)
+
+// records is an immutable snapshot of everything yurthosts answers. It is
+// built off the query path and published with one atomic pointer swap.
+type records struct {
+	// hosts maps a lower-case FQDN to its addresses.
+	hosts map[string]addrs
+	// reverse maps a reverse name ("4.3.2.1.in-addr.arpa.") to FQDNs.
+	reverse map[string][]string
+}
+
+type addrs struct{ v4, v6 []net.IP }
+
+var emptyRecords = &records{hosts: map[string]addrs{}, reverse: map[string][]string{}}
+
+// tunnel is what the Service watch knows about the tunnel's ClusterIPs.
+type tunnel struct {
+	// v4 and v6 are the current ClusterIPs; invalid when the Service is
+	// absent, headless, or lacks that family.
+	v4, v6 netip.Addr
+	// past holds every ClusterIP the Service has had while watched, the
+	// current ones included, so records written for an old ClusterIP follow
+	// a recreated Service before the ConfigMap is rewritten.
+	past map[netip.Addr]struct{}
+}
+
+func (t tunnel) present() bool { return t.v4.IsValid() || t.v6.IsValid() }
+
+func (t tunnel) isTunnelIP(a netip.Addr) bool {
+	_, ok := t.past[a]
+	return ok
+}
+
+// buildRecords computes the snapshot. An entry whose address is a tunnel
+// ClusterIP (current or past) answers the Service's current ClusterIP of each
+// family and is never answered in reverse: that address is shared by every
+// edge node. With the Service absent, entries are served as written.
+// Addresses keep the order of the entries; repeats are dropped.
+func buildRecords(entries []tunnelnodes.HostEntry, tun tunnel) *records {
+	r := &records{
+		hosts:   make(map[string]addrs, len(entries)),
+		reverse: make(map[string][]string),
+	}
+	type pair struct {
+		fqdn string
+		addr netip.Addr
+	}
+	seen := make(map[pair]struct{}, len(entries))
+	// One net.IP per distinct address: thousands of edge names share one.
+	ips := make(map[netip.Addr]net.IP)
+	// add reports whether the pair is new.
+	add := func(fqdn string, a netip.Addr) bool {
+		if _, dup := seen[pair{fqdn, a}]; dup {
+			return false
+		}
+		seen[pair{fqdn, a}] = struct{}{}
+		ip, ok := ips[a]
+		if !ok {
+			ip = net.IP(a.AsSlice())
+			ips[a] = ip
+		}
+		h := r.hosts[fqdn]
+		if a.Is4() {
+			h.v4 = append(h.v4, ip)
+		} else {
+			h.v6 = append(h.v6, ip)
+		}
+		r.hosts[fqdn] = h
+		return true
+	}
+	for _, e := range entries {
+		fqdn := e.Name + "."
+		switch {
+		case !tun.isTunnelIP(e.Addr):
+			if add(fqdn, e.Addr) {
+				rev, _ := dns.ReverseAddr(e.Addr.String())
+				r.reverse[rev] = append(r.reverse[rev], fqdn)
+			}
+		case tun.present():
+			for _, a := range []netip.Addr{tun.v4, tun.v6} {
+				if a.IsValid() {
+					add(fqdn, a)
+				}
+			}
+		default:
+			add(fqdn, e.Addr)
+		}
+	}
+	return r
+}

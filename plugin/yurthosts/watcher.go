@@ -1,0 +1,279 @@
+package yurthosts
+
+import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/internal/version"
+
+	"github.com/coredns/coredns/coremain"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// pastClusterIPsLimit bounds how many earlier tunnel ClusterIPs are remembered.
+const pastClusterIPsLimit = 16
+
+// userAgent starts with "coredns/" so that yurthub, which caches responses
+// for the user agents in its cache-agents list ("coredns" by default), keeps
+// serving these objects to an edge node that has lost the cloud.
+func userAgent() string {
+	return fmt.Sprintf("coredns/%s yurthosts/%s (%s/%s)", coremain.CoreVersion, version.Version, runtime.GOOS, runtime.GOARCH)
+}
+
+// restConfig builds the client config: the kubeconfig when the Corefile
+// names one, else the in-cluster service account.
+func (s source) restConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if s.kubeconfig != "" {
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: s.kubeconfig}
+		overrides := &clientcmd.ConfigOverrides{CurrentContext: s.kubeContext}
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.UserAgent = userAgent()
+	return cfg, nil
+}
+
+// watcher runs one informer for the records ConfigMap and one for the tunnel
+// Service, each field-selected to its single object, and rebuilds the
+// records whenever either changes.
+type watcher struct {
+	src     source
+	client  kubernetes.Interface
+	publish func(*records)
+
+	configMaps, services cache.SharedIndexInformer
+	changed              chan struct{}
+	stopCh               chan struct{}
+	running              sync.WaitGroup
+	synced               atomic.Bool
+
+	// Owned by the rebuild loop.
+	text        string
+	entries     []tunnelnodes.HostEntry
+	pastIPs     []netip.Addr
+	lastTrigger string
+}
+
+func newWatcher(src source, client kubernetes.Interface, publish func(*records)) *watcher {
+	return &watcher{src: src, client: client, publish: publish}
+}
+
+func (w *watcher) informer(resource, namespace, name string, obj k8sruntime.Object) cache.SharedIndexInformer {
+	lw := cache.NewFilteredListWatchFromClient(w.client.CoreV1().RESTClient(), resource, namespace,
+		func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String() })
+	inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.notify() },
+		UpdateFunc: func(any, any) { w.notify() },
+		DeleteFunc: func(any) { w.notify() },
+	})
+	return inf
+}
+
+// start launches the informers and the rebuild loop.
+func (w *watcher) start() {
+	w.changed = make(chan struct{}, 1)
+	w.stopCh = make(chan struct{})
+	w.configMaps = w.informer("configmaps", w.src.configMapNamespace, w.src.configMapName, &corev1.ConfigMap{})
+	informers := []cache.SharedIndexInformer{w.configMaps}
+	if w.src.serviceName != "" {
+		w.services = w.informer("services", w.src.serviceNamespace, w.src.serviceName, &corev1.Service{})
+		informers = append(informers, w.services)
+	}
+	for _, inf := range informers {
+		w.running.Go(func() { inf.Run(w.stopCh) })
+	}
+	w.running.Go(w.loop)
+	// A missing object produces no event: rebuild once the lists are in.
+	w.running.Go(func() {
+		if cache.WaitForCacheSync(w.stopCh, w.informersSynced) {
+			w.notify()
+		}
+	})
+}
+
+// waitForSync blocks until the first records are live or timeout passes;
+// like the kubernetes plugin, the server then starts serving regardless.
+func (w *watcher) waitForSync(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for !w.hasSynced() {
+		if time.Now().After(deadline) {
+			log.Warningf("%s not synced from the API after %s; serving without it until it is", w.src.configMapRef(), timeout)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stop ends the informers and the loop and waits for them, so a Corefile
+// reload leaves no goroutine or watch behind.
+func (w *watcher) stop() {
+	if w.stopCh == nil {
+		return
+	}
+	close(w.stopCh)
+	w.running.Wait()
+	w.stopCh = nil
+}
+
+func (w *watcher) hasSynced() bool { return w.synced.Load() }
+
+func (w *watcher) informersSynced() bool {
+	return w.configMaps.HasSynced() && (w.services == nil || w.services.HasSynced())
+}
+
+// notify asks the loop for a rebuild; bursts coalesce into one.
+func (w *watcher) notify() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (w *watcher) loop() {
+	for {
+		select {
+		case <-w.stopCh:
+			return
+		case <-w.changed:
+			w.rebuild()
+		}
+	}
+}
+
+// rebuild computes the records from the informers' current objects
+// (level-triggered: it does not matter which event woke it) and publishes them.
+func (w *watcher) rebuild() {
+	ref := w.src.configMapRef()
+	cm := w.configMap()
+	w.updateEntries(cm)
+	recs := buildRecords(w.entries, w.tunnel())
+	w.publish(recs)
+
+	now := time.Now()
+	entries.WithLabelValues(ref).Set(float64(len(recs.hosts)))
+	lastSyncTimestamp.WithLabelValues(ref).Set(float64(now.UnixNano()) / 1e9)
+	wasSynced := w.synced.Load()
+	if !wasSynced && w.informersSynced() {
+		w.synced.Store(true)
+		log.Infof("%s synced: %d names", ref, len(recs.hosts))
+	}
+	if cm != nil {
+		w.observeProgramming(cm.Annotations[tunnelnodes.LastChangeTriggerTimeAnnotation], now, wasSynced)
+	}
+}
+
+// observeProgramming records how long a change took from the cluster event
+// to live answers. Triggers seen in the initial list are old news, not latency.
+func (w *watcher) observeProgramming(trigger string, now time.Time, wasSynced bool) {
+	if trigger == "" || trigger == w.lastTrigger {
+		return
+	}
+	w.lastTrigger = trigger
+	t, err := time.Parse(time.RFC3339Nano, trigger)
+	if err != nil || !wasSynced {
+		return
+	}
+	programmingDuration.WithLabelValues(w.src.configMapRef()).Observe(now.Sub(t).Seconds())
+}
+
+func (w *watcher) configMap() *corev1.ConfigMap {
+	obj, ok, _ := w.configMaps.GetStore().GetByKey(w.src.configMapRef())
+	if !ok {
+		return nil
+	}
+	return obj.(*corev1.ConfigMap)
+}
+
+// updateEntries parses the ConfigMap text when it changed. Skipped lines are
+// counted and logged once per content; an oversized value is rejected whole
+// and the previous records stay.
+func (w *watcher) updateEntries(cm *corev1.ConfigMap) {
+	var text string
+	if cm != nil {
+		text = cm.Data[w.src.configMapKey]
+	}
+	if text == w.text {
+		return
+	}
+	ref := w.src.configMapRef()
+	w.text = text
+	if len(text) > tunnelnodes.MaxHostsBytes {
+		parseErrors.WithLabelValues(ref).Inc()
+		log.Errorf("%s key %s is %d bytes, over the %d byte limit: ignored, keeping the previous %d records",
+			ref, w.src.configMapKey, len(text), tunnelnodes.MaxHostsBytes, len(w.entries))
+		return
+	}
+	entries, skipped := tunnelnodes.ParseHosts(text)
+	w.entries = entries
+	if len(skipped) == 0 {
+		return
+	}
+	parseErrors.WithLabelValues(ref).Add(float64(len(skipped)))
+	const shown = 3
+	var first []string
+	for i := 0; i < len(skipped) && i < shown; i++ {
+		first = append(first, skipped[i].Error())
+	}
+	log.Warningf("%s key %s: skipped %d malformed lines or names (%s)", ref, w.src.configMapKey, len(skipped), strings.Join(first, "; "))
+}
+
+// tunnel reads the Service's ClusterIPs; a headless or absent Service has none.
+func (w *watcher) tunnel() tunnel {
+	var t tunnel
+	if w.services != nil {
+		key := w.src.serviceNamespace + "/" + w.src.serviceName
+		if obj, ok, _ := w.services.GetStore().GetByKey(key); ok {
+			for _, s := range obj.(*corev1.Service).Spec.ClusterIPs {
+				a, err := netip.ParseAddr(s)
+				if err != nil {
+					continue // "None" (headless) or empty
+				}
+				if a.Is4() && !t.v4.IsValid() {
+					t.v4 = a
+				} else if a.Is6() && !t.v6.IsValid() {
+					t.v6 = a
+				}
+				w.rememberClusterIP(a)
+			}
+		}
+	}
+	t.past = make(map[netip.Addr]struct{}, len(w.pastIPs))
+	for _, a := range w.pastIPs {
+		t.past[a] = struct{}{}
+	}
+	return t
+}
+
+func (w *watcher) rememberClusterIP(a netip.Addr) {
+	for _, have := range w.pastIPs {
+		if have == a {
+			return
+		}
+	}
+	w.pastIPs = append(w.pastIPs, a)
+	if len(w.pastIPs) > pastClusterIPsLimit {
+		w.pastIPs = w.pastIPs[1:]
+	}
+}

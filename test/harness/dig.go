@@ -1,0 +1,101 @@
+package harness
+
+import (
+	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// RR is one record of dig's answer section.
+type RR struct {
+	Name string
+	TTL  uint32
+	Type string
+	Data string
+}
+
+// DigResult is what dig printed: the response code, header flags and answers.
+type DigResult struct {
+	Status  string // NOERROR, NXDOMAIN, SERVFAIL, ...
+	Flags   []string
+	Answers []RR
+	Raw     string
+}
+
+// Data returns the answers' data (addresses, names) of the given type, sorted.
+func (r DigResult) Data(rrType string) []string {
+	var out []string
+	for _, rr := range r.Answers {
+		if rr.Type == rrType {
+			out = append(out, rr.Data)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// HasFlag reports whether the header carried flag (e.g. "aa", "tc").
+func (r DigResult) HasFlag(flag string) bool { return slices.Contains(r.Flags, flag) }
+
+var (
+	statusRE = regexp.MustCompile(`status: ([A-Z]+)`)
+	flagsRE  = regexp.MustCompile(`;; flags: ([a-z ]*);`)
+)
+
+// Dig runs the real dig against server ("127.0.0.1:5353") for name and
+// qtype; extra are further dig options such as "+tcp". It fails the test if
+// dig cannot get an answer at all.
+func Dig(t testing.TB, server, name, qtype string, extra ...string) DigResult {
+	t.Helper()
+	r, err := DigErr(server, name, qtype, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// DigErr is Dig returning the error instead of failing, for polling.
+func DigErr(server, name, qtype string, extra ...string) (DigResult, error) {
+	host, port, ok := strings.Cut(server, ":")
+	if !ok {
+		port = "53"
+	}
+	args := append([]string{"@" + host, "-p", port, "+time=2", "+tries=1", "+noall", "+comments", "+answer"}, extra...)
+	args = append(args, name, qtype)
+	out, err := exec.Command("dig", args...).CombinedOutput()
+	if err != nil {
+		return DigResult{Raw: string(out)}, fmt.Errorf("dig %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return parseDig(string(out))
+}
+
+func parseDig(out string) (DigResult, error) {
+	r := DigResult{Raw: out}
+	m := statusRE.FindStringSubmatch(out)
+	if m == nil {
+		return r, fmt.Errorf("dig printed no response header:\n%s", out)
+	}
+	r.Status = m[1]
+	if f := flagsRE.FindStringSubmatch(out); f != nil {
+		r.Flags = strings.Fields(f[1])
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if line == "" || strings.HasPrefix(line, ";") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			return r, fmt.Errorf("unexpected answer line %q", line)
+		}
+		ttl, err := strconv.ParseUint(fields[1], 10, 32)
+		if err != nil {
+			return r, fmt.Errorf("bad TTL in %q", line)
+		}
+		r.Answers = append(r.Answers, RR{Name: fields[0], TTL: uint32(ttl), Type: fields[3], Data: strings.Join(fields[4:], " ")})
+	}
+	return r, nil
+}

@@ -1,0 +1,188 @@
+package harness
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildMu    sync.Mutex
+	buildDir   string
+	builtPaths = map[string]string{}
+)
+
+// Binary builds ./cmd/NAME of this module once per test process and returns
+// the path of the executable.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if path, ok := builtPaths[name]; ok {
+		return path
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buildDir == "" {
+		// Not t.TempDir: the binary outlives the test that first asked for it.
+		if buildDir, err = os.MkdirTemp("", "yurtdns-bin-"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(buildDir, name)
+	cmd := exec.Command("go", "build", "-o", path, "./cmd/"+name)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+	}
+	builtPaths[name] = path
+	return path
+}
+
+// Process is a project binary running as a subprocess.
+type Process struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	output bytes.Buffer
+	done   chan struct{}
+}
+
+// Write collects the process's output (both streams).
+func (p *Process) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.output.Write(b)
+}
+
+// Output returns everything the process has printed so far.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.output.String()
+}
+
+// StartProcess runs bin with args. When the test ends the process is
+// stopped, and its output is logged if the test failed.
+func StartProcess(t testing.TB, bin string, args ...string) *Process {
+	t.Helper()
+	p := &Process{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("output of %s %v:\n%s", filepath.Base(bin), args, p.Output())
+		}
+	})
+	return p
+}
+
+// Pid is the operating-system process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Stop sends SIGTERM, waits up to 10 s, then kills.
+func (p *Process) Stop() {
+	if p.Exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// WaitHTTP200 polls url until it answers 200 OK, failing the test after
+// timeout or when the process exits first.
+func (p *Process) WaitHTTP200(t testing.TB, url string, timeout time.Duration) {
+	t.Helper()
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		if p.Exited() {
+			t.Fatalf("process exited before %s answered:\n%s", url, p.Output())
+		}
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready after %s (last: %s)", url, timeout, last)
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and is
+// also free for UDP.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// Eventually calls check until it returns nil or timeout passes, then fails
+// the test with check's last error.
+func Eventually(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
