@@ -93,6 +93,10 @@ func (w *watcher) informer(resource, namespace, name string, obj k8sruntime.Obje
 
 // start launches the informers and the rebuild loop.
 func (w *watcher) start() {
+	// Export every series from the start, so a zero is visible as a zero.
+	ref := w.src.configMapRef()
+	parseErrors.WithLabelValues(ref).Add(0)
+	entries.WithLabelValues(ref).Add(0)
 	w.changed = make(chan struct{}, 1)
 	w.stopCh = make(chan struct{})
 	w.configMaps = w.informer("configmaps", w.src.configMapNamespace, w.src.configMapName, &corev1.ConfigMap{})

@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,4 +155,47 @@ func (cp *ControlPlane) writeKubeconfig(t testing.TB, user *envtest.Authenticate
 		t.Fatal(err)
 	}
 	return f.Name()
+}
+
+// KillAPIServer kills kube-apiserver with SIGKILL, as a crash or a lost
+// network would end it (etcd keeps running), to test how the binaries ride
+// out an outage. envtest's own Stop drains watches gracefully for tens of
+// seconds, which is not an outage.
+func (cp *ControlPlane) KillAPIServer(t testing.TB) {
+	t.Helper()
+	pid, err := findProcess("kube-apiserver", "--secure-port="+cp.env.ControlPlane.APIServer.SecureServing.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing kube-apiserver (pid %d): %v", pid, err)
+	}
+	// Reap it through envtest so its cleanup sees it exited.
+	if err := cp.env.ControlPlane.APIServer.Stop(); err != nil {
+		t.Fatalf("reaping kube-apiserver: %v", err)
+	}
+}
+
+// findProcess returns the pid of the process whose command line has the
+// binary name and the argument.
+func findProcess(binary, arg string) (int, error) {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) == binary && slices.Contains(args, arg) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s process with %s", binary, arg)
 }
