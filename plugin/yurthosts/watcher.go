@@ -15,8 +15,8 @@ import (
 	"github.com/coredns/coredns/coremain"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/fields"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -81,7 +81,9 @@ func newWatcher(src source, client kubernetes.Interface, publish func(*records))
 
 func (w *watcher) informer(resource, namespace, name string, obj k8sruntime.Object) cache.SharedIndexInformer {
 	lw := cache.NewFilteredListWatchFromClient(w.client.CoreV1().RESTClient(), resource, namespace,
-		func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String() })
+		func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		})
 	inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { w.notify() },
