@@ -52,8 +52,10 @@ fuzz:
 		done; \
 	done
 
+## bench: dnsperf (yurthosts vs hosts vs whoami), propagation and scale, on the real binaries.
 bench: deps test-tools
-	@echo "make bench: not yet (see the benchmark issues)"; exit 1
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ | tee $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem ./plugin/... | tee -a $(BIN)/bench.txt
 
 demo:
 	@echo "make demo: not yet (lands with the demo issue)"; exit 1

@@ -11,13 +11,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // AssetsEnv overrides where the kube-apiserver and etcd binaries are found.
@@ -28,6 +31,10 @@ const (
 	ServiceCIDRv4 = "10.96.0.0/16"
 	ServiceCIDRv6 = "fd00:10:96::/112"
 )
+
+// envtest logs through controller-runtime's logger and warns (with a stack
+// trace) when none is set; the harness has nothing to add there.
+var silenceControllerRuntimeLog sync.Once
 
 // Options tune the control plane.
 type Options struct {
@@ -96,6 +103,7 @@ func Start(t testing.TB, opts Options) *ControlPlane {
 		}
 	}
 
+	silenceControllerRuntimeLog.Do(func() { ctrllog.SetLogger(logr.Discard()) })
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		ControlPlaneStartTimeout: 60 * time.Second,

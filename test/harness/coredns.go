@@ -38,9 +38,17 @@ func (v CorefileVars) expand(tmpl string) string {
 	).Replace(tmpl)
 }
 
+// CoreDNSOptions tune how coredns-yurt is started.
+type CoreDNSOptions struct {
+	// CPUs, when set, pins the server to these CPUs with taskset (e.g. "0").
+	CPUs string
+	// ReadyTimeout defaults to 30 s.
+	ReadyTimeout time.Duration
+}
+
 // StartCoreDNS writes the Corefile template with free loopback ports and the
 // given kubeconfig, starts coredns-yurt on it and waits until /ready answers.
-func StartCoreDNS(t testing.TB, kubeconfig, corefileTemplate string, extraArgs ...string) *CoreDNS {
+func StartCoreDNS(t testing.TB, kubeconfig, corefileTemplate string, opts ...CoreDNSOptions) *CoreDNS {
 	t.Helper()
 	v := CorefileVars{
 		DNSPort:     FreePort(t),
@@ -53,15 +61,25 @@ func StartCoreDNS(t testing.TB, kubeconfig, corefileTemplate string, extraArgs .
 	if err := os.WriteFile(path, []byte(v.expand(corefileTemplate)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"-conf", path}, extraArgs...)
+	var o CoreDNSOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 30 * time.Second
+	}
+	bin, args := Binary(t, "coredns-yurt"), []string{"-conf", path}
+	if o.CPUs != "" {
+		bin, args = "taskset", append([]string{"-c", o.CPUs, bin}, args...)
+	}
 	c := &CoreDNS{
-		Process:    StartProcess(t, Binary(t, "coredns-yurt"), args...),
+		Process:    StartProcess(t, bin, args...),
 		DNSAddr:    fmt.Sprintf("127.0.0.1:%d", v.DNSPort),
 		HealthURL:  "http://" + v.HealthAddr + "/health",
 		ReadyURL:   "http://" + v.ReadyAddr + "/ready",
 		MetricsURL: "http://" + v.MetricsAddr + "/metrics",
 		Corefile:   path,
 	}
-	c.WaitHTTP200(t, c.ReadyURL, 30*time.Second)
+	c.WaitHTTP200(t, c.ReadyURL, o.ReadyTimeout)
 	return c
 }

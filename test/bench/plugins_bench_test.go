@@ -1,0 +1,256 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const tunnelIP = "10.96.0.9"
+
+// latencyRate is the fixed query rate of the latency runs.
+const latencyRate = 10000
+
+// records returns n edge names at the tunnel IP and every tenth a cloud node,
+// the mix a real cluster has, as hosts text and as the names.
+func records(n int) (text string, names []string) {
+	var lines []string
+	for i := range n {
+		name := fmt.Sprintf("edge-node-%05d", i)
+		ip := tunnelIP
+		if i%10 == 0 {
+			name = fmt.Sprintf("cloud-node-%05d", i)
+			ip = fmt.Sprintf("192.168.%d.%d", i/250, i%250+1)
+		}
+		lines = append(lines, ip+"\t"+name)
+		names = append(names, name)
+	}
+	return strings.Join(lines, "\n"), names
+}
+
+func recordsConfigMap(text string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: tunnelnodes.ConfigMapName},
+		Data:       map[string]string{tunnelnodes.ConfigMapKey: text},
+	}
+}
+
+// threePlugins serves the same records three ways from one coredns-yurt
+// process: yurthosts, the stock hosts plugin reading them as a file, and
+// whoami (no lookup at all: the framework's ceiling).
+const threePlugins = `.:{{.DNSPort}} {
+    bind 127.0.0.1
+    ready {{.ReadyAddr}}
+    yurthosts {
+        kubeconfig {{.Kubeconfig}}
+    }
+}
+.:PORT_HOSTS {
+    bind 127.0.0.1
+    hosts HOSTS_FILE {
+        reload 0
+    }
+}
+.:PORT_WHOAMI {
+    bind 127.0.0.1
+    whoami
+}
+`
+
+// BenchmarkDNSPerf: dnsperf against yurthosts, hosts and whoami in the same
+// binary, same records (10k), server on CPU 0 and dnsperf on CPU 1, rounds
+// interleaved so machine noise hits all three alike. Run with -benchtime 1x.
+func BenchmarkDNSPerf(b *testing.B) {
+	cp := harness.Start(b, harness.Options{})
+	text, names := records(10000)
+	cp.CreateService(b, harness.TunnelService(tunnelIP))
+	cp.ApplyConfigMap(b, recordsConfigMap(text))
+	hostsFile := filepath.Join(b.TempDir(), "tunnel-nodes")
+	if err := os.WriteFile(hostsFile, []byte(text), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ports := map[string]int{"hosts": harness.FreePort(b), "whoami": harness.FreePort(b)}
+	corefile := strings.NewReplacer("PORT_HOSTS", fmt.Sprint(ports["hosts"]), "PORT_WHOAMI", fmt.Sprint(ports["whoami"]),
+		"HOSTS_FILE", hostsFile).Replace(threePlugins)
+	srv := harness.StartCoreDNS(b, cp.Kubeconfig, corefile, harness.CoreDNSOptions{CPUs: serverCPU})
+	ports["yurthosts"] = mustPort(b, srv.DNSAddr)
+
+	queries := writeQueries(b, shuffled(names), "A")
+	order := []string{"yurthosts", "hosts", "whoami"}
+	rounds, runFor := 5, 5*time.Second
+	if testing.Short() {
+		rounds, runFor = 1, 2*time.Second
+	}
+	pid := srv.Pid()
+	for _, p := range order { // warm-up: page in code and maps, grow buffers
+		maxQPS(b, pid, ports[p], queries, 2*time.Second)
+	}
+	qps := map[string][]float64{}
+	cpu := map[string][]float64{} // server CPU µs per query
+	lat := map[string][]time.Duration{}
+	for range rounds {
+		for _, p := range order {
+			r := maxQPS(b, pid, ports[p], queries, runFor)
+			qps[p] = append(qps[p], r.qps)
+			cpu[p] = append(cpu[p], float64(r.cpuPerQuery().Nanoseconds())/1000)
+		}
+		// Latency at a fixed, realistic rate, well below saturation.
+		for _, p := range order {
+			lat[p] = append(lat[p], latencies(b, ports[p], queries, latencyRate, 2*time.Second)...)
+		}
+	}
+	for _, p := range order {
+		slices.Sort(lat[p])
+	}
+	rate := latencyRate
+	y, h, w := median(qps["yurthosts"]), median(qps["hosts"]), median(qps["whoami"])
+	b.ReportMetric(y, "qps-yurthosts")
+	b.ReportMetric(h, "qps-hosts")
+	b.ReportMetric(w, "qps-whoami")
+	b.ReportMetric(y/w, "yurthosts/whoami")
+	b.ReportMetric(y/h, "yurthosts/hosts")
+	b.Logf("%d records, %d rounds of %s, latency at %d qps", len(names), rounds, runFor, rate)
+	b.Logf("| plugin | QPS (median) | QPS rounds | server CPU µs/query (median) | p50 | p99 |")
+	for _, p := range order {
+		b.Logf("| %s | %.0f | %.0f | %.2f | %s | %s |", p, median(qps[p]), qps[p], median(cpu[p]),
+			percentile(lat[p], 0.50), percentile(lat[p], 0.99))
+		b.ReportMetric(float64(percentile(lat[p], 0.99).Microseconds()), "p99-µs-"+p)
+		b.ReportMetric(median(cpu[p]), "cpu-µs/q-"+p)
+	}
+	cy, ch, cw := median(cpu["yurthosts"]), median(cpu["hosts"]), median(cpu["whoami"])
+	b.Logf("QPS ratios: yurthosts/whoami %.3f, yurthosts/hosts %.3f", y/w, y/h)
+	b.Logf("capacity ratios from CPU per query: yurthosts/whoami %.3f, yurthosts/hosts %.3f", cw/cy, ch/cy)
+	b.ReportMetric(cw/cy, "cpu-capacity-yurthosts/whoami")
+	b.ReportMetric(ch/cy, "cpu-capacity-yurthosts/hosts")
+}
+
+func mustPort(b testing.TB, addr string) int {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var p int
+	fmt.Sscan(port, &p)
+	return p
+}
+
+// shuffled returns names in a fixed pseudo-random order, so lookups are
+// spread over the map rather than walking it in insertion order.
+func shuffled(names []string) []string {
+	out := make([]string, len(names))
+	for i := range names {
+		out[(i*7919)%len(names)] = names[i]
+	}
+	return out
+}
+
+// BenchmarkPropagation measures, 100 times each, the time from a change
+// being written to a DNS answer showing it: yurthosts (ConfigMap update
+// returning → answer) vs hosts (hosts file renamed into place → answer, with
+// the reload 300ms that OpenYurt documents; the kubelet's 60–120 s volume
+// sync comes on top of this in a real cluster).
+func BenchmarkPropagation(b *testing.B) {
+	cp := harness.Start(b, harness.Options{})
+	text, _ := records(1000)
+	cp.CreateService(b, harness.TunnelService(tunnelIP))
+	cp.ApplyConfigMap(b, recordsConfigMap(text))
+	hostsDir := b.TempDir()
+	hostsFile := filepath.Join(hostsDir, "tunnel-nodes")
+	if err := os.WriteFile(hostsFile, []byte(text), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	hostsPort := harness.FreePort(b)
+	corefile := `.:{{.DNSPort}} {
+    bind 127.0.0.1
+    ready {{.ReadyAddr}}
+    yurthosts {
+        kubeconfig {{.Kubeconfig}}
+    }
+}
+.:` + fmt.Sprint(hostsPort) + ` {
+    bind 127.0.0.1
+    hosts ` + hostsFile + ` {
+        reload 300ms
+    }
+}
+`
+	srv := harness.StartCoreDNS(b, cp.Kubeconfig, corefile, harness.CoreDNSOptions{CPUs: serverCPU})
+	changes := 100
+	if testing.Short() {
+		changes = 10
+	}
+	ctx := context.Background()
+	cms := cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace)
+
+	// Changes come at random moments, not in step with the file reload tick.
+	rng := rand.New(rand.NewPCG(1, 2))
+	pause := func() { time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Millisecond)))) }
+	var viaAPI, viaFile []time.Duration
+	for i := range changes {
+		pause()
+		name := fmt.Sprintf("new-node-%03d", i)
+		cm, err := cms.Get(ctx, tunnelnodes.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cm.Data[tunnelnodes.ConfigMapKey] += "\n" + tunnelIP + "\t" + name
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		viaAPI = append(viaAPI, waitForName(b, srv.DNSAddr, name))
+	}
+	for i := range changes {
+		pause()
+		name := fmt.Sprintf("new-node-%03d", i)
+		text += "\n" + tunnelIP + "\t" + name
+		tmp := filepath.Join(hostsDir, ".tmp")
+		if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Rename(tmp, hostsFile); err != nil {
+			b.Fatal(err)
+		}
+		viaFile = append(viaFile, waitForName(b, fmt.Sprintf("127.0.0.1:%d", hostsPort), name))
+	}
+	slices.Sort(viaAPI)
+	slices.Sort(viaFile)
+	b.ReportMetric(float64(percentile(viaAPI, 0.5).Microseconds())/1000, "p50-ms-yurthosts")
+	b.ReportMetric(float64(percentile(viaAPI, 0.99).Microseconds())/1000, "p99-ms-yurthosts")
+	b.ReportMetric(float64(percentile(viaFile, 0.5).Microseconds())/1000, "p50-ms-hostsfile")
+	b.ReportMetric(float64(percentile(viaFile, 0.99).Microseconds())/1000, "p99-ms-hostsfile")
+	b.Logf("%d changes: yurthosts p50 %s p99 %s max %s; hosts file reload 300ms p50 %s p99 %s",
+		changes, percentile(viaAPI, 0.5), percentile(viaAPI, 0.99), viaAPI[len(viaAPI)-1],
+		percentile(viaFile, 0.5), percentile(viaFile, 0.99))
+}
+
+// waitForName queries every millisecond until name answers A, and returns
+// how long that took.
+func waitForName(b testing.TB, server, name string) time.Duration {
+	b.Helper()
+	start := time.Now()
+	c := &dns.Client{Timeout: 200 * time.Millisecond}
+	m := new(dns.Msg).SetQuestion(name+".", dns.TypeA)
+	for time.Since(start) < 10*time.Second {
+		r, _, err := c.Exchange(m, server)
+		if err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0 {
+			return time.Since(start)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.Fatalf("%s did not resolve %s within 10s", server, name)
+	return 0
+}

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/harness"
+)
+
+const yurthostsOnly = `.:{{.DNSPort}} {
+    bind 127.0.0.1
+    ready {{.ReadyAddr}}
+    yurthosts {
+        kubeconfig {{.Kubeconfig}}
+    }
+}
+`
+
+// BenchmarkScale35k: a records ConfigMap as large as the API allows (35k
+// nodes in the upstream format, about 1 MiB): time from process start to
+// /ready, and resident memory over the same server with no records.
+func BenchmarkScale35k(b *testing.B) {
+	cp := harness.Start(b, harness.Options{})
+	cp.CreateService(b, harness.TunnelService(tunnelIP))
+
+	measure := func(text string) (ready time.Duration, rssKiB int) {
+		cp.ApplyConfigMap(b, recordsConfigMap(text))
+		start := time.Now()
+		srv := harness.StartCoreDNS(b, cp.Kubeconfig, yurthostsOnly, harness.CoreDNSOptions{CPUs: serverCPU})
+		ready = time.Since(start)
+		time.Sleep(2 * time.Second) // let the first GC cycles run
+		rssKiB = vmRSS(b, srv.Pid())
+		srv.Stop()
+		return ready, rssKiB
+	}
+	text, names := records(35000)
+	if len(text) > tunnelnodes.MaxHostsBytes {
+		b.Fatalf("35k records are %d bytes, over the ConfigMap limit", len(text))
+	}
+	emptyReady, emptyRSS := measure("")
+	fullReady, fullRSS := measure(text)
+	b.ReportMetric(float64(fullReady.Milliseconds()), "ms-start-to-ready-35k")
+	b.ReportMetric(float64(emptyReady.Milliseconds()), "ms-start-to-ready-empty")
+	b.ReportMetric(float64(fullRSS-emptyRSS)/1024, "MiB-rss-over-empty")
+	b.Logf("%d records (%d bytes): ready in %s (empty: %s); RSS %d KiB vs %d KiB empty: +%.1f MiB",
+		len(names), len(text), fullReady, emptyReady, fullRSS, emptyRSS, float64(fullRSS-emptyRSS)/1024)
+}
+
+func vmRSS(b testing.TB, pid int) int {
+	b.Helper()
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return kib
+		}
+	}
+	b.Fatalf("no VmRSS for pid %d", pid)
+	return 0
+}
