@@ -5,11 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,22 +104,6 @@ func matchAnswer(r harness.DigResult, qtype string, want []string) error {
 	return nil
 }
 
-func metric(t *testing.T, url, name string) float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` ([0-9.e+-]+)$`).FindSubmatch(body)
-	if m == nil {
-		t.Fatalf("metric %s not found at %s", name, url)
-	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
-	return v
-}
-
 // TestDropInCorefile runs the Corefile OpenYurt users have, with yurthosts in
 // place of the hosts block, and checks node names and that everything else
 // still goes to the kubernetes plugin.
@@ -151,10 +132,10 @@ func TestDropInCorefile(t *testing.T) {
 	}
 	expectAnswer(t, dns.DNSAddr, "kubernetes.default.svc.cluster.local", "A", k.Spec.ClusterIP)
 
-	if got := metric(t, dns.MetricsURL, `coredns_yurthosts_entries{configmap="kube-system/yurt-tunnel-nodes"}`); got != 3 {
+	if got := harness.Metric(t, dns.MetricsURL, `coredns_yurthosts_entries{configmap="kube-system/yurt-tunnel-nodes"}`); got != 3 {
 		t.Errorf("coredns_yurthosts_entries = %v, want 3", got)
 	}
-	if got := metric(t, dns.MetricsURL, `coredns_yurthosts_last_sync_timestamp_seconds{configmap="kube-system/yurt-tunnel-nodes"}`); time.Since(time.Unix(int64(got), 0)) > time.Minute {
+	if got := harness.Metric(t, dns.MetricsURL, `coredns_yurthosts_last_sync_timestamp_seconds{configmap="kube-system/yurt-tunnel-nodes"}`); time.Since(time.Unix(int64(got), 0)) > time.Minute {
 		t.Errorf("last sync timestamp %v is not recent", got)
 	}
 }
@@ -179,10 +160,10 @@ func TestAnswersFollowTheAPI(t *testing.T) {
 	expectAnswer(t, dns.DNSAddr, "edge-node-1", "A", "10.96.0.9")
 
 	// Malformed lines are skipped and counted; the rest is served.
-	before := metric(t, dns.MetricsURL, `coredns_yurthosts_parse_errors_total{configmap="kube-system/yurt-tunnel-nodes"}`)
+	before := harness.Metric(t, dns.MetricsURL, `coredns_yurthosts_parse_errors_total{configmap="kube-system/yurt-tunnel-nodes"}`)
 	cp.ApplyConfigMap(t, recordsConfigMap("10.96.0.9\tedge-node-1", "not-an-ip\tbroken", "192.168.0.10\tmaster-1 bad/name", "192.168.0.11\tmaster-2"))
 	expectAnswer(t, dns.DNSAddr, "master-2", "A", "192.168.0.11")
-	if got := metric(t, dns.MetricsURL, `coredns_yurthosts_parse_errors_total{configmap="kube-system/yurt-tunnel-nodes"}`); got-before != 2 {
+	if got := harness.Metric(t, dns.MetricsURL, `coredns_yurthosts_parse_errors_total{configmap="kube-system/yurt-tunnel-nodes"}`); got-before != 2 {
 		t.Errorf("parse errors grew by %v, want 2", got-before)
 	}
 	if !strings.Contains(dns.Output(), "skipped 2 malformed") {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Node describes a cluster node the way kubeadm and OpenYurt shape it.
@@ -21,10 +22,10 @@ type Node struct {
 
 // Object builds the Node object.
 func (n Node) Object() *corev1.Node {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name:   n.Name,
-		Labels: map[string]string{corev1.LabelHostname: n.Name},
-	}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{}}}
+	if len(validation.IsValidLabelValue(n.Name)) == 0 {
+		node.Labels[corev1.LabelHostname] = n.Name
+	}
 	if n.Edge {
 		node.Labels[tunnelnodes.EdgeNodeLabel] = "true"
 	}

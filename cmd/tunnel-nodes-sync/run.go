@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/sync"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+type runOptions struct {
+	kubeconfig       string
+	profile          string
+	namespace        string
+	configMap        string
+	configMapKey     string
+	service          string
+	serverConfig     string
+	edgeNodeSelector string
+	httpsTargetPort  int32
+	httpTargetPort   int32
+	manager          sync.ManagerOptions
+	debounce         time.Duration
+}
+
+func newRunCommand() *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the sync controller (the default)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := o.config(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			restConfig, err := loadRESTConfig(o.kubeconfig)
+			if err != nil {
+				return err
+			}
+			mgr, err := sync.NewManager(restConfig, cfg, o.manager)
+			if err != nil {
+				return err
+			}
+			ctrl.Log.Info("Starting tunnel-nodes-sync", "namespace", cfg.Namespace, "configmap", cfg.ConfigMap,
+				"service", cfg.Service, "serverConfig", cfg.ServerConfig, "edgeNodeSelector", cfg.EdgeNodeSelector.String(),
+				"debounce", cfg.Debounce, "leaderElect", o.manager.LeaderElect)
+			return mgr.Start(ctrl.SetupSignalHandler())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster config when empty")
+	f.StringVar(&o.profile, "profile", "yurt-tunnel", "Preset object names: yurt-tunnel or raven")
+	f.StringVar(&o.namespace, "namespace", tunnelnodes.Namespace, "Namespace of the tunnel Service and ConfigMaps")
+	f.StringVar(&o.configMap, "configmap", tunnelnodes.ConfigMapName, "Records ConfigMap; --profile sets the default")
+	f.StringVar(&o.configMapKey, "configmap-key", tunnelnodes.ConfigMapKey, "Key of the records ConfigMap")
+	f.StringVar(&o.service, "service", tunnelnodes.ServiceName, "Tunnel Service; --profile sets the default")
+	f.StringVar(&o.serverConfig, "server-config", tunnelnodes.ServerConfigName, "Tunnel server config ConfigMap listing extra ports, empty disables port sync; --profile sets the default")
+	f.StringVar(&o.edgeNodeSelector, "edge-node-selector", sync.DefaultEdgeNodeSelector, "Label selector of edge nodes")
+	f.Int32Var(&o.httpsTargetPort, "https-target-port", tunnelnodes.DefaultHTTPSTargetPort, "Target port of https-proxy-ports")
+	f.Int32Var(&o.httpTargetPort, "http-target-port", tunnelnodes.DefaultHTTPTargetPort, "Target port of http-proxy-ports")
+	f.BoolVar(&o.manager.LeaderElect, "leader-elect", true, "Elect a leader on a Lease so only one replica writes")
+	f.StringVar(&o.manager.LeaderElectionID, "leader-election-id", "tunnel-nodes-sync", "Name of the leader election Lease")
+	f.StringVar(&o.manager.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it")
+	f.StringVar(&o.manager.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz")
+	f.DurationVar(&o.debounce, "debounce", 50*time.Millisecond, "Longest delay before a change is written; changes within it are written together")
+	return cmd
+}
+
+// config applies the profile to the names not set explicitly and validates.
+func (o *runOptions) config(flags *pflag.FlagSet) (sync.Config, error) {
+	profile, ok := sync.Profiles[o.profile]
+	if !ok {
+		return sync.Config{}, fmt.Errorf("--profile %q: must be yurt-tunnel or raven", o.profile)
+	}
+	if !flags.Changed("configmap") {
+		o.configMap = profile.ConfigMap
+	}
+	if !flags.Changed("service") {
+		o.service = profile.Service
+	}
+	if !flags.Changed("server-config") {
+		o.serverConfig = profile.ServerConfig
+	}
+	selector, err := labels.Parse(o.edgeNodeSelector)
+	if err != nil {
+		return sync.Config{}, fmt.Errorf("--edge-node-selector: %w", err)
+	}
+	cfg := sync.Config{
+		Namespace: o.namespace, ConfigMap: o.configMap, ConfigMapKey: o.configMapKey, Service: o.service,
+		ServerConfig: o.serverConfig, EdgeNodeSelector: selector,
+		HTTPSTargetPort: o.httpsTargetPort, HTTPTargetPort: o.httpTargetPort, Debounce: o.debounce,
+	}
+	return cfg, cfg.Validate()
+}
+
+// loadRESTConfig follows kubectl: --kubeconfig, else $KUBECONFIG, else in-cluster.
+func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	return cfg, nil
+}

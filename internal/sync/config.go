@@ -1,0 +1,59 @@
+// Package sync is the tunnel-nodes-sync controller: it keeps the records
+// ConfigMap (node name → tunnel ClusterIP or node IP) and the tunnel
+// Service's dnat-* ports equal to what the cluster says they should be.
+package sync
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Config names the objects the controller reads and writes.
+type Config struct {
+	Namespace    string
+	ConfigMap    string
+	ConfigMapKey string
+	Service      string
+	// ServerConfig is the tunnel server's config ConfigMap; empty disables port sync.
+	ServerConfig     string
+	EdgeNodeSelector labels.Selector
+	HTTPSTargetPort  int32
+	HTTPTargetPort   int32
+	// Debounce is the longest a change waits before it is written; changes
+	// within it are written together.
+	Debounce time.Duration
+}
+
+// Profile presets object names for a tunnel implementation.
+type Profile struct {
+	ConfigMap, Service, ServerConfig string
+}
+
+// Profiles are the presets of --profile.
+var Profiles = map[string]Profile{
+	"yurt-tunnel": {ConfigMap: tunnelnodes.ConfigMapName, Service: tunnelnodes.ServiceName, ServerConfig: tunnelnodes.ServerConfigName},
+	// Raven manages its own proxy ports (in raven-cfg): the sync keeps only its records.
+	"raven": {ConfigMap: "edge-tunnel-nodes", Service: "x-raven-proxy-internal-svc"},
+}
+
+// DefaultEdgeNodeSelector selects OpenYurt edge nodes.
+const DefaultEdgeNodeSelector = tunnelnodes.EdgeNodeLabel + "=true"
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	switch {
+	case c.Namespace == "" || c.ConfigMap == "" || c.ConfigMapKey == "" || c.Service == "":
+		return fmt.Errorf("namespace, configmap, configmap key and service must all be set")
+	case c.EdgeNodeSelector == nil:
+		return fmt.Errorf("edge node selector must be set")
+	case c.HTTPSTargetPort < 1 || c.HTTPSTargetPort > 65535 || c.HTTPTargetPort < 1 || c.HTTPTargetPort > 65535:
+		return fmt.Errorf("target ports must be 1-65535")
+	case c.Debounce < 0:
+		return fmt.Errorf("debounce must not be negative")
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/version"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// ManagerOptions are the process-level settings of `run`.
+type ManagerOptions struct {
+	LeaderElect            bool
+	LeaderElectionID       string
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+}
+
+// UserAgent identifies the sync to the apiserver (and in audit logs).
+func UserAgent() string { return "tunnel-nodes-sync/" + version.Version }
+
+// NewManager builds the controller-runtime manager with caches limited to
+// what the sync reads: Nodes stripped to name, labels and addresses, and
+// the one Service and one ConfigMap, each field-selected by name.
+func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manager.Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	restConfig = rest.CopyConfig(restConfig)
+	restConfig.UserAgent = UserAgent()
+	inNamespace := map[string]cache.Config{cfg.Namespace: {}}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Node{}:      {Transform: stripNode},
+				&corev1.Service{}:   {Namespaces: inNamespace, Field: byName(cfg.Service)},
+				&corev1.ConfigMap{}: {Namespaces: inNamespace, Field: byName(cfg.ConfigMap)},
+			},
+		},
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       cfg.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("caches", func(_ *http.Request) error { return cachesSynced(mgr) }); err != nil {
+		return nil, err
+	}
+	if err := setupController(mgr, cfg); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+func byName(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
+
+// stripNode keeps only what the records need, so 100k nodes cost little memory.
+func stripNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
+		Status:     corev1.NodeStatus{Addresses: n.Status.Addresses},
+	}, nil
+}
+
+func setupController(mgr manager.Manager, cfg Config) error {
+	r := &Reconciler{
+		cfg:       cfg,
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		recorder:  mgr.GetEventRecorder("tunnel-nodes-sync"),
+		log:       mgr.GetLogger().WithName("sync"),
+	}
+	c, err := controller.New("tunnel-nodes-sync", mgr, controller.Options{Reconciler: r, MaxConcurrentReconciles: 1})
+	if err != nil {
+		return err
+	}
+	enqueue := debounced(cfg.Debounce, &r.trigger)
+	nodeChanges := enqueue
+	nodeChanges.UpdateFunc = func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		// Kubelet status updates come often; only labels and addresses matter.
+		oldNode, newNode := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+		if maps.Equal(oldNode.Labels, newNode.Labels) && slices.Equal(oldNode.Status.Addresses, newNode.Status.Addresses) {
+			return
+		}
+		enqueue.UpdateFunc(ctx, e, q)
+	}
+	sources := []source.Source{
+		source.Kind(mgr.GetCache(), client.Object(&corev1.Node{}), handler.EventHandler(nodeChanges)),
+		source.Kind(mgr.GetCache(), client.Object(&corev1.Service{}), handler.EventHandler(enqueue)),
+		source.Kind(mgr.GetCache(), client.Object(&corev1.ConfigMap{}), handler.EventHandler(enqueue)),
+	}
+	if cfg.ServerConfig != "" {
+		// A second cache: one informer cannot field-select two ConfigMaps,
+		// and RBAC grants list/watch on each one only by its name.
+		serverCfgCache, err := cache.New(mgr.GetConfig(), cache.Options{
+			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			DefaultTransform: cache.TransformStripManagedFields(),
+			DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.ConfigMap{}: {Field: byName(cfg.ServerConfig)},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(serverCfgCache); err != nil {
+			return err
+		}
+		r.serverConfig = serverCfgCache
+		sources = append(sources, source.Kind(serverCfgCache, client.Object(&corev1.ConfigMap{}), handler.EventHandler(enqueue)))
+	}
+	for _, s := range sources {
+		if err := c.Watch(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// debounced enqueues the single sync key at most delay after the first
+// change; further changes in that window join the same sync (the queue keeps
+// the earliest time for a waiting key).
+func debounced(delay time.Duration, trigger *triggerClock) handler.Funcs {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		trigger.mark(time.Now())
+		q.AddAfter(syncRequest, delay)
+	}
+	return handler.Funcs{
+		CreateFunc:  func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
+		UpdateFunc:  func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
+		DeleteFunc:  func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
+		GenericFunc: func(_ context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
+	}
+}
+
+// cachesSynced is the readiness check: the informers have their first lists.
+func cachesSynced(mgr manager.Manager) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return errNotSynced
+	}
+	return nil
+}
+
+var errNotSynced = errors.New("caches not synced yet")

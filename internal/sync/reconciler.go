@@ -1,0 +1,263 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	gosync "sync"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// syncRequest is the only key: every event means "recompute everything".
+var syncRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "tunnel-nodes"}}
+
+// Reconciler computes the whole desired state from the caches, diffs it with
+// what is stored, and writes only the difference, with optimistic concurrency.
+type Reconciler struct {
+	cfg Config
+	// client reads from the manager's cache (nodes, the Service, the records
+	// ConfigMap) and writes to the API.
+	client client.Client
+	// apiReader reads the API directly, after a conflict showed the cache lags.
+	apiReader client.Reader
+	// serverConfig reads the tunnel server config; nil when port sync is off.
+	serverConfig client.Reader
+	recorder     events.EventRecorder
+	log          logr.Logger
+
+	trigger triggerClock
+	// lastPortReport avoids repeating the same bad-entry report on every sync.
+	lastPortReport string
+}
+
+// triggerClock remembers when the first change since the last sync arrived:
+// the records ConfigMap carries it so yurthosts can measure end-to-end latency.
+type triggerClock struct {
+	mu    gosync.Mutex
+	first time.Time
+}
+
+func (c *triggerClock) mark(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.first.IsZero() {
+		c.first = t
+	}
+}
+
+func (c *triggerClock) take(now time.Time) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.first
+	c.first = time.Time{}
+	if t.IsZero() {
+		t = now
+	}
+	return t
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	start := time.Now()
+	defer func() { syncDuration.Observe(time.Since(start).Seconds()) }()
+	triggered := r.trigger.take(start)
+
+	svc := &corev1.Service{}
+	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.Service}, svc); {
+	case apierrors.IsNotFound(err):
+		svc = nil
+	case err != nil:
+		errorsTotal.WithLabelValues("api").Inc()
+		return reconcile.Result{}, fmt.Errorf("reading tunnel service: %w", err)
+	}
+	tunnelIP := tunnelClusterIP(svc)
+	if !tunnelIP.IsValid() {
+		// Writing now would drop every edge node; yurthosts keeps answering
+		// the stored records (and follows a recreated Service by itself).
+		errorsTotal.WithLabelValues("no_tunnel_ip").Inc()
+		r.log.Info("Tunnel service missing or without a ClusterIP; keeping the stored records",
+			"service", r.cfg.Namespace+"/"+r.cfg.Service)
+		return reconcile.Result{}, nil
+	}
+
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes); err != nil {
+		errorsTotal.WithLabelValues("api").Inc()
+		return reconcile.Result{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	text, counts, skipped := desiredRecords(nodes.Items, r.cfg.EdgeNodeSelector, tunnelIP)
+	recordsGauge.WithLabelValues("edge").Set(float64(counts.Edge))
+	recordsGauge.WithLabelValues("cloud").Set(float64(counts.Cloud))
+	recordsGauge.WithLabelValues("skipped").Set(float64(counts.Skipped))
+	for _, s := range skipped {
+		r.log.V(1).Info("Node skipped", "node", s.Name, "reason", s.Reason)
+	}
+
+	if err := r.syncRecords(ctx, text, counts, triggered); err != nil {
+		return reconcile.Result{}, err
+	}
+	if r.serverConfig != nil {
+		if err := r.syncPorts(ctx); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	lastSuccessTimestamp.SetToCurrentTime()
+	return reconcile.Result{}, nil
+}
+
+// retryable: a conflict (someone wrote since we read) or a create race.
+func retryable(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
+
+// syncRecords writes text into the records ConfigMap when it differs,
+// keeping every other key, label and annotation.
+func (r *Reconciler) syncRecords(ctx context.Context, text string, counts recordCounts, triggered time.Time) error {
+	key := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.ConfigMap}
+	if len(text) > tunnelnodes.MaxHostsBytes {
+		errorsTotal.WithLabelValues("too_large").Inc()
+		err := fmt.Errorf("records for %d nodes are %d bytes, over the %d byte ConfigMap limit: not written, the stored records stay",
+			counts.Edge+counts.Cloud, len(text), tunnelnodes.MaxHostsBytes)
+		r.log.Error(err, "Records too large", "configmap", key.String())
+		cm := &corev1.ConfigMap{}
+		if r.client.Get(ctx, key, cm) == nil {
+			r.recorder.Eventf(cm, nil, corev1.EventTypeWarning, "RecordsTooLarge", "Sync", err.Error())
+		}
+		return nil
+	}
+
+	var reader client.Reader = r.client
+	err := retry.OnError(retry.DefaultBackoff, retryable, func() error {
+		cm := &corev1.ConfigMap{}
+		err := reader.Get(ctx, key, cm)
+		reader = r.apiReader // a retry means the cache lagged
+		annotation := map[string]string{tunnelnodes.LastChangeTriggerTimeAnnotation: triggered.UTC().Format(time.RFC3339Nano)}
+		if apierrors.IsNotFound(err) {
+			cm = &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Annotations: annotation},
+				Data:       map[string]string{r.cfg.ConfigMapKey: text},
+			}
+			if err := r.client.Create(ctx, cm); err != nil {
+				return err
+			}
+			writesTotal.WithLabelValues("configmap").Inc()
+			r.log.Info("Created records ConfigMap", "configmap", key.String(), "edge", counts.Edge, "cloud", counts.Cloud)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if stored, ok := cm.Data[r.cfg.ConfigMapKey]; ok && stored == text {
+			return nil
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[r.cfg.ConfigMapKey] = text
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[tunnelnodes.LastChangeTriggerTimeAnnotation] = annotation[tunnelnodes.LastChangeTriggerTimeAnnotation]
+		if err := r.client.Update(ctx, cm); err != nil {
+			if apierrors.IsConflict(err) {
+				conflictsTotal.WithLabelValues("configmap").Inc()
+			}
+			return err
+		}
+		writesTotal.WithLabelValues("configmap").Inc()
+		r.log.V(1).Info("Wrote records", "configmap", key.String(), "edge", counts.Edge, "cloud", counts.Cloud,
+			"skipped", counts.Skipped, "sinceTrigger", time.Since(triggered))
+		return nil
+	})
+	if err != nil {
+		errorsTotal.WithLabelValues("api").Inc()
+		return fmt.Errorf("writing records ConfigMap %s: %w", key, err)
+	}
+	return nil
+}
+
+// syncPorts makes the tunnel Service's dnat-* ports match the server config.
+func (r *Reconciler) syncPorts(ctx context.Context) error {
+	cfgKey := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.ServerConfig}
+	serverCfg := &corev1.ConfigMap{}
+	switch err := r.serverConfig.Get(ctx, cfgKey, serverCfg); {
+	case apierrors.IsNotFound(err):
+		serverCfg = nil // no extra ports: stale dnat-* ports go
+	case err != nil:
+		errorsTotal.WithLabelValues("api").Inc()
+		return fmt.Errorf("reading server config %s: %w", cfgKey, err)
+	}
+	var data map[string]string
+	if serverCfg != nil {
+		data = serverCfg.Data
+	}
+	mappings, bad := tunnelnodes.ParsePortMappings(data, r.cfg.HTTPSTargetPort, r.cfg.HTTPTargetPort)
+
+	svcKey := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.Service}
+	var reader client.Reader = r.client
+	var conflicts []tunnelnodes.PortMapping
+	err := retry.OnError(retry.DefaultBackoff, retryable, func() error {
+		svc := &corev1.Service{}
+		err := reader.Get(ctx, svcKey, svc)
+		reader = r.apiReader
+		if err != nil {
+			return err
+		}
+		var ports []corev1.ServicePort
+		ports, conflicts = desiredServicePorts(svc.Spec.Ports, mappings)
+		if portsEqual(svc.Spec.Ports, ports) {
+			return nil
+		}
+		svc.Spec.Ports = ports
+		if err := r.client.Update(ctx, svc); err != nil {
+			if apierrors.IsConflict(err) {
+				conflictsTotal.WithLabelValues("service").Inc()
+			}
+			return err
+		}
+		writesTotal.WithLabelValues("service").Inc()
+		r.log.Info("Updated tunnel service ports", "service", svcKey.String(), "dnatPorts", len(mappings)-len(conflicts))
+		return nil
+	})
+	r.reportBadPorts(serverCfg, bad, conflicts)
+	if err != nil && !apierrors.IsNotFound(err) {
+		errorsTotal.WithLabelValues("api").Inc()
+		return fmt.Errorf("updating tunnel service %s ports: %w", svcKey, err)
+	}
+	return nil
+}
+
+// reportBadPorts logs, counts and records an event once per distinct set of
+// problems: the good entries have been applied regardless.
+func (r *Reconciler) reportBadPorts(serverCfg *corev1.ConfigMap, bad []tunnelnodes.PortError, conflicts []tunnelnodes.PortMapping) {
+	var problems []string
+	for _, b := range bad {
+		problems = append(problems, b.Error())
+	}
+	for _, c := range conflicts {
+		problems = append(problems, fmt.Sprintf("port %d is already used by another port of the tunnel service", c.Port))
+	}
+	report := strings.Join(problems, "; ")
+	if report == r.lastPortReport {
+		return
+	}
+	r.lastPortReport = report
+	if len(problems) == 0 {
+		return
+	}
+	badPortEntriesTotal.Add(float64(len(problems)))
+	r.log.Info("Skipped bad port entries in the tunnel server config", "configmap", r.cfg.Namespace+"/"+r.cfg.ServerConfig, "problems", report)
+	if serverCfg != nil {
+		r.recorder.Eventf(serverCfg, nil, corev1.EventTypeWarning, "InvalidPortEntry", "Sync", "skipped: %s", report)
+	}
+}

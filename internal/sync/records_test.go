@@ -1,0 +1,94 @@
+package sync
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func node(name string, edge bool, addrs ...corev1.NodeAddress) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	if edge {
+		n.Labels[tunnelnodes.EdgeNodeLabel] = "true"
+	}
+	n.Status.Addresses = addrs
+	return n
+}
+
+func internal(ip string) corev1.NodeAddress {
+	return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}
+}
+func external(ip string) corev1.NodeAddress {
+	return corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip}
+}
+
+// TestDesiredRecordsGolden pins the exact ConfigMap text for a mixed cluster:
+// the bytes yurt-tunnel-server's DNS controller writes for the same nodes.
+func TestDesiredRecordsGolden(t *testing.T) {
+	nodes := []corev1.Node{
+		node("master-1", false, corev1.NodeAddress{Type: corev1.NodeHostName, Address: "master-1"}, internal("192.168.0.10"), internal("192.168.0.11")),
+		node("edge-10", true, internal("10.0.0.10")),
+		node("edge-2", true, internal("10.0.0.2")),
+		node("node-1", true),
+		node("edge-node-1", true),
+		node("cloud-ext", false, external("203.0.113.7")),
+		node("cloud-both", false, external("203.0.113.8"), internal("192.168.0.12")),
+		node("cloud-v6", false, internal("fd00::12")),
+		node("cloud-none", false),
+		node("cloud-bad", false, internal("not-an-ip")),
+		node("edge-false", false, internal("192.168.0.13")),
+	}
+	nodes[len(nodes)-1].Labels[tunnelnodes.EdgeNodeLabel] = "false"
+	selector, _ := labels.Parse(DefaultEdgeNodeSelector)
+	text, counts, skipped := desiredRecords(nodes, selector, netip.MustParseAddr("10.96.0.9"))
+	golden := "10.96.0.9\tedge-10\n" +
+		"10.96.0.9\tedge-2\n" +
+		"10.96.0.9\tedge-node-1\n" +
+		"10.96.0.9\tnode-1\n" +
+		"192.168.0.10\tmaster-1\n" +
+		"192.168.0.12\tcloud-both\n" +
+		"192.168.0.13\tedge-false\n" +
+		"203.0.113.7\tcloud-ext\n" +
+		"fd00::12\tcloud-v6"
+	if text != golden {
+		t.Errorf("records text:\n%q\nwant:\n%q", text, golden)
+	}
+	if want := (recordCounts{Edge: 4, Cloud: 5, Skipped: 2}); counts != want {
+		t.Errorf("counts = %+v, want %+v", counts, want)
+	}
+	if len(skipped) != 2 || skipped[0].Name != "cloud-none" || skipped[1].Name != "cloud-bad" {
+		t.Errorf("skipped = %v", skipped)
+	}
+}
+
+func TestDesiredServicePorts(t *testing.T) {
+	port := func(name string, p, target int32) corev1.ServicePort {
+		return corev1.ServicePort{Name: name, Protocol: corev1.ProtocolTCP, Port: p, TargetPort: intstr.FromInt32(target)}
+	}
+	current := []corev1.ServicePort{
+		port("https", 10250, 10263), port("dnat-8080", 8080, 10264), port("http", 10255, 10264),
+		port("metrics", 9200, 9200), port("dnat-9100", 9100, 10264),
+	}
+	mappings := []tunnelnodes.PortMapping{{Port: 9100, TargetPort: 10263}, {Port: 9200, TargetPort: 10263}, {Port: 9445, TargetPort: 10263}}
+	got, conflicts := desiredServicePorts(current, mappings)
+	want := []corev1.ServicePort{
+		port("https", 10250, 10263), port("http", 10255, 10264), port("metrics", 9200, 9200),
+		port("dnat-9100", 9100, 10263), port("dnat-9445", 9445, 10263),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ports = %v\nwant %v", got, want)
+	}
+	if len(conflicts) != 1 || conflicts[0].Port != 9200 {
+		t.Errorf("conflicts = %v", conflicts)
+	}
+	if !portsEqual(want, got) || portsEqual(current, got) {
+		t.Error("portsEqual is wrong")
+	}
+}

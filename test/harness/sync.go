@@ -1,0 +1,59 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Sync is a running tunnel-nodes-sync binary.
+type Sync struct {
+	*Process
+	MetricsURL, HealthzURL, ReadyzURL string
+}
+
+// StartSync runs `tunnel-nodes-sync run` against the kubeconfig with
+// loopback metrics and probe ports, followed by args, and waits for /readyz.
+func StartSync(t testing.TB, kubeconfig string, args ...string) *Sync {
+	t.Helper()
+	metrics := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	probes := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	all := append([]string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", metrics,
+		"--health-probe-bind-address", probes}, args...)
+	s := &Sync{
+		Process:    StartProcess(t, Binary(t, "tunnel-nodes-sync"), all...),
+		MetricsURL: "http://" + metrics + "/metrics",
+		HealthzURL: "http://" + probes + "/healthz",
+		ReadyzURL:  "http://" + probes + "/readyz",
+	}
+	s.WaitHTTP200(t, s.ReadyzURL, 30*time.Second)
+	return s
+}
+
+// Metric reads one sample (name with its labels, exactly as exposed) from a
+// Prometheus endpoint; absent samples read as -1.
+func Metric(t testing.TB, url, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` ([0-9.e+-]+)$`).FindSubmatch(body)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatalf("sample %s: %v", sample, err)
+	}
+	return v
+}
