@@ -3,8 +3,8 @@ package sync
 import (
 	"context"
 	"errors"
-	"net/http"
 	"maps"
+	"net/http"
 	"slices"
 	"time"
 
@@ -126,7 +126,7 @@ func setupController(mgr manager.Manager, cfg Config) error {
 		// and RBAC grants list/watch on each one only by its name.
 		serverCfgCache, err := cache.New(mgr.GetConfig(), cache.Options{
 			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-			DefaultTransform: cache.TransformStripManagedFields(),
+			DefaultTransform:  cache.TransformStripManagedFields(),
 			DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.ConfigMap{}: {Field: byName(cfg.ServerConfig)},
@@ -158,10 +158,18 @@ func debounced(delay time.Duration, trigger *triggerClock) handler.Funcs {
 		q.AddAfter(syncRequest, delay)
 	}
 	return handler.Funcs{
-		CreateFunc:  func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
-		UpdateFunc:  func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
-		DeleteFunc:  func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
-		GenericFunc: func(_ context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { add(q) },
+		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		GenericFunc: func(_ context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
 	}
 }
 
