@@ -1,0 +1,62 @@
+package deploy
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+func TestRenderTunnelNodesSync(t *testing.T) {
+	objs, err := Render(TunnelNodesSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range [][2]string{
+		{"ServiceAccount", "tunnel-nodes-sync"},
+		{"ClusterRole", "yurtdns:tunnel-nodes-sync"},
+		{"ClusterRoleBinding", "yurtdns:tunnel-nodes-sync"},
+		{"Role", "yurtdns:tunnel-nodes-sync"},
+		{"RoleBinding", "yurtdns:tunnel-nodes-sync"},
+		{"Deployment", "tunnel-nodes-sync"},
+	} {
+		o := find(objs, want[0], want[1])
+		if o == nil {
+			t.Errorf("%s %s not rendered", want[0], want[1])
+			continue
+		}
+		if want[0] != "ClusterRole" && want[0] != "ClusterRoleBinding" && o.GetNamespace() != "kube-system" {
+			t.Errorf("%s %s in namespace %q", want[0], want[1], o.GetNamespace())
+		}
+	}
+	if len(objs) != 6 {
+		t.Errorf("rendered %d objects, want 6", len(objs))
+	}
+
+	d := find(objs, "Deployment", "tunnel-nodes-sync")
+	replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+	nonRoot, _, _ := unstructured.NestedBool(d.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot")
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if replicas != 2 || !nonRoot || len(containers) != 1 {
+		t.Fatalf("deployment: replicas %d, runAsNonRoot %v, %d containers", replicas, nonRoot, len(containers))
+	}
+	c := containers[0].(map[string]any)
+	readOnly, _, _ := unstructured.NestedBool(c, "securityContext", "readOnlyRootFilesystem")
+	drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop")
+	if !readOnly || len(drop) != 1 || drop[0] != "ALL" {
+		t.Errorf("container security context: readOnlyRootFilesystem %v, drop %v", readOnly, drop)
+	}
+	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+		if _, ok := c[probe]; !ok {
+			t.Errorf("no %s", probe)
+		}
+	}
+}
