@@ -48,6 +48,11 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 	}
 	restConfig = rest.CopyConfig(restConfig)
 	restConfig.UserAgent = UserAgent()
+	// client-go's default (5 QPS, burst 10) would space writes 200 ms apart
+	// once a burst is spent; writes are already coalesced by the debounce.
+	if restConfig.QPS == 0 {
+		restConfig.QPS, restConfig.Burst = 50, 100
+	}
 	inNamespace := map[string]cache.Config{cfg.Namespace: {}}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Cache: cache.Options{
