@@ -1,9 +1,17 @@
 package deploy
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/resid"
+	kustomizetypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
@@ -58,5 +66,69 @@ func TestRenderTunnelNodesSync(t *testing.T) {
 		if _, ok := c[probe]; !ok {
 			t.Errorf("no %s", probe)
 		}
+	}
+}
+
+// TestSidecarComponent adds the sidecar component to a kustomization of
+// yurt-tunnel-server, as a user would, and checks the container and the
+// bindings to the tunnel server's ServiceAccount.
+func TestSidecarComponent(t *testing.T) {
+	component, err := filepath.Abs("tunnel-nodes-sync/sidecar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	component, err = filepath.Rel(dir, component)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: kube-system\n" +
+			"resources:\n- tunnel-server.yaml\ncomponents:\n- " + component + "\n",
+		"tunnel-server.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: yurt-tunnel-server
+spec:
+  selector:
+    matchLabels: {k8s-app: yurt-tunnel-server}
+  template:
+    metadata:
+      labels: {k8s-app: yurt-tunnel-server}
+    spec:
+      serviceAccountName: yurt-tunnel-server
+      containers:
+      - name: yurt-tunnel-server
+        image: openyurt/yurt-tunnel-server:latest
+`,
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := krusty.MakeDefaultOptions()
+	opts.LoadRestrictions = kustomizetypes.LoadRestrictionsNone
+	res, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range res.Resources() {
+		names = append(names, r.GetKind()+"/"+r.GetName())
+	}
+	for _, want := range []string{"Deployment/yurt-tunnel-server", "Role/yurtdns:tunnel-nodes-sync", "ClusterRole/yurtdns:tunnel-nodes-sync",
+		"RoleBinding/yurtdns:tunnel-nodes-sync-sidecar", "ClusterRoleBinding/yurtdns:tunnel-nodes-sync-sidecar"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("%s missing from %v", want, names)
+		}
+	}
+	d, err := res.GetById(resid.NewResIdWithNamespace(resid.Gvk{Group: "apps", Version: "v1", Kind: "Deployment"}, "yurt-tunnel-server", "kube-system"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml, _ := d.AsYAML()
+	if !strings.Contains(string(yaml), "name: tunnel-nodes-sync") || !strings.Contains(string(yaml), "name: yurt-tunnel-server") {
+		t.Errorf("sidecar not added next to the tunnel server:\n%s", yaml)
 	}
 }

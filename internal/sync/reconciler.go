@@ -92,8 +92,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, nil
 	}
 
+	// Read-only: no per-sync copy of every cached node.
 	var nodes corev1.NodeList
-	if err := r.client.List(ctx, &nodes); err != nil {
+	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		errorsTotal.WithLabelValues("api").Inc()
 		return reconcile.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	gosync "sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -395,8 +396,29 @@ func TestSyncLeaderElection(t *testing.T) {
 		return nil
 	})
 	expectRecords(t, cp, "10.96.0.9\tworker-1", "10.96.0.9\tworker-2")
-	t.Logf("standby took over and wrote in %s", time.Since(start))
+	t.Logf("standby took over and wrote in %s after SIGTERM", time.Since(start))
 	if !isLeader(standby) {
 		t.Error("the standby does not report itself leader")
+	}
+
+	// A crashed leader (SIGKILL) releases nothing: a new replica takes over
+	// once the Lease expires (15 s lease duration).
+	third := harness.StartSync(t, cp.Kubeconfig)
+	second := holder()
+	if err := standby.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	cp.CreateNode(t, harness.Node{Name: "worker-3", InternalIP: "192.168.0.23", Edge: true})
+	harness.Eventually(t, 25*time.Second, func() error {
+		if h := holder(); h == "" || h == second {
+			return fmt.Errorf("lease still held by the killed replica %q", h)
+		}
+		return nil
+	})
+	expectRecords(t, cp, "10.96.0.9\tworker-1", "10.96.0.9\tworker-2", "10.96.0.9\tworker-3")
+	t.Logf("new leader took over and wrote in %s after SIGKILL", time.Since(start))
+	if !isLeader(third) {
+		t.Error("the third replica does not report itself leader")
 	}
 }

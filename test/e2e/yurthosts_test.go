@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -219,5 +220,25 @@ func TestServesThroughAPIOutage(t *testing.T) {
 	resp, err := http.Get(dns.ReadyURL)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("/ready during the outage: %v %v", resp, err)
+	}
+}
+
+// TestCoreDNSYurtBinary: the version names both releases, and the plugin
+// list is the stock one plus yurthosts.
+func TestCoreDNSYurtBinary(t *testing.T) {
+	bin := harness.Binary(t, "coredns-yurt")
+	out, err := exec.Command(bin, "-version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "CoreDNS-1.15.0+yurthosts-") {
+		t.Errorf("-version: %v %q", err, out)
+	}
+	out, err = exec.Command(bin, "-plugins").CombinedOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugins := strings.Fields(string(out))
+	for _, p := range []string{"yurthosts", "hosts", "kubernetes", "forward", "cache", "reload", "loadbalance", "loop", "ready", "health", "prometheus", "errors", "log", "whoami"} {
+		if !slices.Contains(plugins, p) {
+			t.Errorf("-plugins lacks %s", p)
+		}
 	}
 }
