@@ -70,6 +70,7 @@ func newRunCommand() *cobra.Command {
 	f.StringVar(&o.manager.LeaderElectionID, "leader-election-id", "tunnel-nodes-sync", "Name of the leader election Lease")
 	f.StringVar(&o.manager.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it")
 	f.StringVar(&o.manager.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz")
+	f.StringVar(&o.manager.PprofBindAddress, "pprof-bind-address", "", "Address of net/http/pprof for profiling; off when empty")
 	f.DurationVar(&o.debounce, "debounce", 50*time.Millisecond, "Longest delay before a change is written; changes within it are written together")
 	return cmd
 }

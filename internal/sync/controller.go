@@ -34,6 +34,8 @@ type ManagerOptions struct {
 	LeaderElectionID       string
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
+	// PprofBindAddress serves net/http/pprof when set (off by default).
+	PprofBindAddress string
 }
 
 // UserAgent identifies the sync to the apiserver (and in audit logs).
@@ -69,6 +71,7 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 		LeaderElectionReleaseOnCancel: true,
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		PprofBindAddress:              opts.PprofBindAddress,
 	})
 	if err != nil {
 		return nil, err
