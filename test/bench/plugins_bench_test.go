@@ -101,7 +101,9 @@ func BenchmarkDNSPerf(b *testing.B) {
 	}
 	qps := map[string][]float64{}
 	cpu := map[string][]float64{} // server CPU µs per query
-	lat := map[string][]time.Duration{}
+	// Latency percentiles per round; the median round is reported, so one
+	// round hit by a scheduling hiccup of the shared machine does not decide.
+	p50s, p99s := map[string][]float64{}, map[string][]float64{}
 	for range rounds {
 		for _, p := range order {
 			r := maxQPS(b, pid, ports[p], queries, runFor)
@@ -110,25 +112,23 @@ func BenchmarkDNSPerf(b *testing.B) {
 		}
 		// Latency at a fixed, realistic rate, well below saturation.
 		for _, p := range order {
-			lat[p] = append(lat[p], latencies(b, ports[p], queries, latencyRate, 2*time.Second)...)
+			lat := latencies(b, ports[p], queries, latencyRate, 2*time.Second)
+			p50s[p] = append(p50s[p], float64(percentile(lat, 0.50).Microseconds()))
+			p99s[p] = append(p99s[p], float64(percentile(lat, 0.99).Microseconds()))
 		}
 	}
-	for _, p := range order {
-		slices.Sort(lat[p])
-	}
-	rate := latencyRate
 	y, h, w := median(qps["yurthosts"]), median(qps["hosts"]), median(qps["whoami"])
 	b.ReportMetric(y, "qps-yurthosts")
 	b.ReportMetric(h, "qps-hosts")
 	b.ReportMetric(w, "qps-whoami")
 	b.ReportMetric(y/w, "yurthosts/whoami")
 	b.ReportMetric(y/h, "yurthosts/hosts")
-	b.Logf("%d records, %d rounds of %s, latency at %d qps", len(names), rounds, runFor, rate)
-	b.Logf("| plugin | QPS (median) | QPS rounds | server CPU µs/query (median) | p50 | p99 |")
+	b.Logf("%d records, %d rounds of %s, latency at %d qps", len(names), rounds, runFor, latencyRate)
+	b.Logf("| plugin | QPS (median) | QPS rounds | server CPU µs/query (median) | p50 µs | p99 µs (median round) | p99 µs rounds |")
 	for _, p := range order {
-		b.Logf("| %s | %.0f | %.0f | %.2f | %s | %s |", p, median(qps[p]), qps[p], median(cpu[p]),
-			percentile(lat[p], 0.50), percentile(lat[p], 0.99))
-		b.ReportMetric(float64(percentile(lat[p], 0.99).Microseconds()), "p99-µs-"+p)
+		b.Logf("| %s | %.0f | %.0f | %.2f | %.0f | %.0f | %.0f |", p, median(qps[p]), qps[p], median(cpu[p]),
+			median(p50s[p]), median(p99s[p]), p99s[p])
+		b.ReportMetric(median(p99s[p]), "p99-µs-"+p)
 		b.ReportMetric(median(cpu[p]), "cpu-µs/q-"+p)
 	}
 	cy, ch, cw := median(cpu["yurthosts"]), median(cpu["hosts"]), median(cpu["whoami"])
