@@ -149,3 +149,45 @@ func unifiedDiff(path string, old, next []byte) string {
 	})
 	return diff
 }
+
+// RestoreManifests puts back each original kept in backupDir while the
+// manifest is still exactly what install wrote; a manifest changed since is
+// left alone and named in kept.
+func RestoreManifests(manifestsDir, backupDir string, dryRun bool) (restored, kept []string, err error) {
+	for _, mp := range ControlPlanePatches {
+		path := filepath.Join(manifestsDir, mp.File)
+		orig, err := os.ReadFile(BackupPath(backupDir, path))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // install never changed this one
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		cur, err := os.ReadFile(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		patched, _, err := mp.Patch(orig)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case string(cur) == string(orig):
+			continue
+		case string(cur) != string(patched):
+			kept = append(kept, path)
+			continue
+		}
+		if !dryRun {
+			info, err := os.Stat(path)
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := writeAtomic(backupDir, path, orig, info.Mode().Perm()); err != nil {
+				return nil, nil, fmt.Errorf("restoring %s: %w", path, err)
+			}
+		}
+		restored = append(restored, path)
+	}
+	return restored, kept, nil
+}

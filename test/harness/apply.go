@@ -1,10 +1,15 @@
 package harness
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
+	"os"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -36,4 +41,36 @@ func (cp *ControlPlane) ServiceAccountKubeconfig(t testing.TB, namespace, name s
 	t.Helper()
 	return cp.KubeconfigFor(t, "system:serviceaccount:"+namespace+":"+name,
 		"system:serviceaccounts", "system:serviceaccounts:"+namespace, "system:authenticated")
+}
+
+// CreateFromFile creates every object of a multi-document YAML file (a
+// kubeadm-shaped fixture) and returns them as created.
+func (cp *ControlPlane) CreateFromFile(t testing.TB, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cp.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return created
+			}
+			t.Fatalf("decoding %s: %v", path, err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if err := c.Create(context.Background(), obj); err != nil {
+			t.Fatalf("creating %s %s from %s: %v", obj.GetKind(), obj.GetName(), path, err)
+		}
+		created = append(created, obj)
+	}
 }

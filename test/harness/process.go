@@ -55,6 +55,8 @@ type Process struct {
 	mu     sync.Mutex
 	output bytes.Buffer
 	done   chan struct{}
+	// exitErr is how the process ended; read only after done is closed.
+	exitErr error
 }
 
 // Write collects the process's output (both streams).
@@ -81,7 +83,7 @@ func StartProcess(t testing.TB, bin string, args ...string) *Process {
 		t.Fatalf("starting %s: %v", bin, err)
 	}
 	go func() {
-		_ = p.cmd.Wait()
+		p.exitErr = p.cmd.Wait()
 		close(p.done)
 	}()
 	t.Cleanup(func() {
@@ -108,6 +110,19 @@ func (p *Process) Exited() bool {
 
 // Signal sends sig to the process.
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Wait waits for the process to exit by itself and returns how it ended
+// (nil for exit status 0); it fails the test after timeout.
+func (p *Process) Wait(t testing.TB, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.exitErr
+	case <-time.After(timeout):
+		t.Fatalf("%s still running after %s:\n%s", p.cmd.Path, timeout, p.Output())
+		return nil
+	}
+}
 
 // Stop sends SIGTERM, waits up to 10 s, then kills.
 func (p *Process) Stop() {

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/install"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// surgeryFlags are shared by install, revert and status.
+type surgeryFlags struct {
+	kubeconfig string
+	opts       install.Options
+}
+
+func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; $KUBECONFIG or in-cluster when empty")
+	fl.StringVar(&f.opts.ManifestsDir, "manifests-dir", "", "Local static pod manifests directory for the control-plane step (on a control-plane node: /etc/kubernetes/manifests)")
+	fl.StringVar(&f.opts.BackupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where manifest originals are kept; outside --manifests-dir, same filesystem")
+	fl.DurationVar(&f.opts.Timeout, "timeout", 5*time.Minute, "How long to wait for CoreDNS pods to become available")
+	if withInstallFlags {
+		fl.BoolVar(&f.opts.DryRun, "dry-run", false, "Print a unified diff of every change and change nothing")
+		fl.StringSliceVar(&f.opts.Skip, "skip", nil, "Steps to skip: "+strings.Join(install.StepNames(), ","))
+		fl.StringVar(&f.opts.CoreDNSImage, "coredns-image", "yurtdns/coredns-yurt:latest", "Image of the CoreDNS DaemonSet")
+		fl.StringVar(&f.opts.SyncImage, "sync-image", "", "Image of tunnel-nodes-sync (default: the one in deploy/)")
+	}
+}
+
+func (f *surgeryFlags) env() (*install.Env, error) {
+	cfg, err := loadRESTConfig(f.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "tunnel-nodes-sync-install"
+	c, err := client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &install.Env{Client: c, Clientset: cs, Options: f.opts}, nil
+}
+
+func newInstallCommand() *cobra.Command {
+	f := &surgeryFlags{}
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Turn the cluster's DNS into yurtdns, step by step (idempotent; see revert)",
+		Long: "Steps, in order: " + strings.Join(install.StepNames(), ", ") + ".\n" +
+			"Each step says what it changed or that it was already applied; what it changed is recorded in\n" +
+			"ConfigMap kube-system/" + install.StateConfigMap + " so that revert restores exactly that.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, err := f.env()
+			if err != nil {
+				return err
+			}
+			return install.Install(cmd.Context(), env, cmd.OutOrStdout())
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}
+
+func newRevertCommand() *cobra.Command {
+	f := &surgeryFlags{}
+	cmd := &cobra.Command{
+		Use:   "revert",
+		Short: "Undo what install changed, last step first; values changed since install are left alone",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, err := f.env()
+			if err != nil {
+				return err
+			}
+			return install.Revert(cmd.Context(), env, cmd.OutOrStdout())
+		},
+	}
+	f.register(cmd, false)
+	cmd.Flags().BoolVar(&f.opts.DryRun, "dry-run", false, "Say what would be restored and change nothing")
+	return cmd
+}
+
+func newStatusCommand() *cobra.Command {
+	f := &surgeryFlags{}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Report each install step: applied, not applied, or drifted",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, err := f.env()
+			if err != nil {
+				return err
+			}
+			reports, err := install.Status(cmd.Context(), env)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			drifted := 0
+			for _, r := range reports {
+				line := fmt.Sprintf("%-18s %s", r.Step, r.Status)
+				if r.Detail != "" {
+					line += " (" + r.Detail + ")"
+				}
+				fmt.Fprintln(out, line)
+				if r.Status == install.Drifted {
+					drifted++
+				}
+			}
+			if drifted > 0 {
+				return fmt.Errorf("%d step(s) drifted", drifted)
+			}
+			return nil
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}

@@ -1,0 +1,191 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Options are install's flags.
+type Options struct {
+	DryRun       bool
+	Skip         []string
+	CoreDNSImage string
+	SyncImage    string
+	// ManifestsDir is the local static pod manifests directory; empty skips
+	// the control-plane step unless ControlPlaneJobs is set.
+	ManifestsDir string
+	BackupDir    string
+	Timeout      time.Duration
+}
+
+// Env is what every step works with.
+type Env struct {
+	Client    client.Client
+	Clientset kubernetes.Interface
+	Options   Options
+}
+
+// Result is what one step did (or, in a dry run, would do).
+type Result struct {
+	Changed bool
+	// Summary is the progress line: what changed, or why nothing did.
+	Summary string
+	// Diffs are unified diffs of every object field or file the step changes.
+	Diffs []string
+}
+
+// StepStatus is a step's state as `status` reports it.
+type StepStatus string
+
+const (
+	Applied    StepStatus = "applied"
+	NotApplied StepStatus = "not applied"
+	Drifted    StepStatus = "drifted"
+)
+
+// Step is one named, idempotent, reversible part of the surgery.
+type Step struct {
+	Name    string
+	Install func(context.Context, *Env, *stepState) (Result, error)
+	Revert  func(context.Context, *Env, *stepState) (Result, error)
+	Status  func(context.Context, *Env, *stepState) (StepStatus, string, error)
+}
+
+// Steps are install's steps, in order; revert runs them backwards.
+func Steps() []Step {
+	return []Step{rbacStep(), corefileStep(), corednsDaemonSetStep(), kubeDNSTopologyStep(), kubeProxyStep(), controlPlaneStep(), syncStep()}
+}
+
+// StepNames lists the step names, for --skip validation and help.
+func StepNames() []string {
+	var names []string
+	for _, s := range Steps() {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+func (o Options) validate() error {
+	for _, s := range o.Skip {
+		if !slices.Contains(StepNames(), s) {
+			return fmt.Errorf("--skip %q: unknown step (steps: %s)", s, strings.Join(StepNames(), ","))
+		}
+	}
+	return nil
+}
+
+// Install runs the steps in order, printing a line per step. A step that
+// fails stops the run; what earlier steps did is recorded, so running
+// install again carries on from there.
+func Install(ctx context.Context, env *Env, out io.Writer) error {
+	if err := env.Options.validate(); err != nil {
+		return err
+	}
+	st, err := loadState(ctx, env.Client)
+	if err != nil {
+		return err
+	}
+	st.bind(env.Client, env.Options.DryRun)
+	for _, step := range Steps() {
+		if slices.Contains(env.Options.Skip, step.Name) {
+			fmt.Fprintf(out, "[%s] skipped\n", step.Name)
+			continue
+		}
+		ss := st.step(step.Name)
+		res, err := step.Install(ctx, env, ss)
+		if err != nil {
+			return fmt.Errorf("step %s: %w", step.Name, err)
+		}
+		printResult(out, step.Name, res, env.Options.DryRun)
+		if env.Options.DryRun {
+			continue
+		}
+		ss.Applied = true
+		if err := st.save(ctx, env.Client); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Revert undoes the recorded changes, last step first.
+func Revert(ctx context.Context, env *Env, out io.Writer) error {
+	st, err := loadState(ctx, env.Client)
+	if err != nil {
+		return err
+	}
+	st.bind(env.Client, env.Options.DryRun)
+	steps := Steps()
+	slices.Reverse(steps)
+	for _, step := range steps {
+		ss, ok := st.steps[step.Name]
+		if !ok || !ss.Applied {
+			fmt.Fprintf(out, "[%s] not applied: nothing to revert\n", step.Name)
+			continue
+		}
+		res, err := step.Revert(ctx, env, ss)
+		if err != nil {
+			return fmt.Errorf("reverting step %s: %w", step.Name, err)
+		}
+		printResult(out, step.Name, res, env.Options.DryRun)
+		if env.Options.DryRun {
+			continue
+		}
+		delete(st.steps, step.Name)
+		if err := st.save(ctx, env.Client); err != nil {
+			return err
+		}
+	}
+	if env.Options.DryRun || len(st.steps) > 0 || st.cm == nil {
+		return nil
+	}
+	// Fully reverted: the state goes too, leaving the cluster as it was.
+	if err := env.Client.Delete(ctx, st.cm); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting install state: %w", err)
+	}
+	return nil
+}
+
+// StatusReport is one step's line of `status`.
+type StatusReport struct {
+	Step   string
+	Status StepStatus
+	Detail string
+}
+
+// Status reports each step.
+func Status(ctx context.Context, env *Env) ([]StatusReport, error) {
+	st, err := loadState(ctx, env.Client)
+	if err != nil {
+		return nil, err
+	}
+	var reports []StatusReport
+	for _, step := range Steps() {
+		s, detail, err := step.Status(ctx, env, st.step(step.Name))
+		if err != nil {
+			return nil, fmt.Errorf("status of step %s: %w", step.Name, err)
+		}
+		reports = append(reports, StatusReport{Step: step.Name, Status: s, Detail: detail})
+	}
+	return reports, nil
+}
+
+func printResult(out io.Writer, name string, res Result, dryRun bool) {
+	prefix := ""
+	if dryRun && res.Changed {
+		prefix = "would: "
+	}
+	fmt.Fprintf(out, "[%s] %s%s\n", name, prefix, res.Summary)
+	if dryRun {
+		for _, d := range res.Diffs {
+			fmt.Fprint(out, d)
+		}
+	}
+}

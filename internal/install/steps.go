@@ -1,0 +1,605 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/yurtdns/yurtdns/deploy"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Names of the kubeadm objects install changes.
+const (
+	corednsName      = "coredns"
+	corefileKey      = "Corefile"
+	kubeDNSService   = "kube-dns"
+	kubeProxyName    = "kube-proxy"
+	kubeProxyConfKey = "config.conf"
+	topologyKey      = "openyurt.io/topologyKeys"
+	topologyValue    = "openyurt.io/nodepool"
+	restartedAtKey   = "kubectl.kubernetes.io/restartedAt"
+)
+
+func key(name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: tunnelnodes.Namespace, Name: name}
+}
+
+// toUnstructured converts a typed object for the generic create/delete helpers.
+func toUnstructured(obj runtime.Object, apiVersion, kind string) *unstructured.Unstructured {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		panic(err) // typed API objects always convert
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	return u
+}
+
+// namedObject is a reference to an object for existence checks and deletes.
+func namedObject(apiVersion, kind, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace(tunnelnodes.Namespace)
+	u.SetName(name)
+	return u
+}
+
+// objectsStep creates a fixed set of objects and deletes them on revert.
+func objectsStep(name string, objects func(*Env) ([]*unstructured.Unstructured, error)) Step {
+	return Step{
+		Name: name,
+		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			objs, err := objects(env)
+			if err != nil {
+				return Result{}, err
+			}
+			var res Result
+			var created []string
+			for _, o := range objs {
+				changed, diff, err := ensureCreated(ctx, env, ss, o)
+				if err != nil {
+					return Result{}, err
+				}
+				if changed {
+					created = append(created, objectKey(o))
+					res.Diffs = append(res.Diffs, diff)
+				}
+			}
+			res.Changed = len(created) > 0
+			res.Summary = "already applied"
+			if res.Changed {
+				res.Summary = "created " + strings.Join(created, ", ")
+			}
+			return res, nil
+		},
+		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			objs, err := objects(env)
+			if err != nil {
+				return Result{}, err
+			}
+			var deleted []string
+			for i := len(objs) - 1; i >= 0; i-- {
+				ok, err := deleteCreated(ctx, env, ss, objs[i])
+				if err != nil {
+					return Result{}, err
+				}
+				if ok {
+					deleted = append(deleted, objectKey(objs[i]))
+				}
+			}
+			if len(deleted) == 0 {
+				return Result{Summary: "nothing to delete"}, nil
+			}
+			return Result{Changed: true, Summary: "deleted " + strings.Join(deleted, ", ")}, nil
+		},
+		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
+			objs, err := objects(env)
+			if err != nil {
+				return "", "", err
+			}
+			all, err := existsAll(ctx, env, objs)
+			switch {
+			case err != nil:
+				return "", "", err
+			case all:
+				return Applied, "", nil
+			case ss.Applied:
+				return Drifted, "objects install created are missing", nil
+			}
+			return NotApplied, "", nil
+		},
+	}
+}
+
+// rbacStep lets CoreDNS's ServiceAccount read the records ConfigMap and the
+// tunnel Service, each by name only.
+func rbacStep() Step {
+	return objectsStep("rbac", func(*Env) ([]*unstructured.Unstructured, error) {
+		role := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+			"metadata": map[string]any{"name": "yurtdns:coredns", "namespace": tunnelnodes.Namespace},
+			"rules": []any{
+				map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"},
+					"resourceNames": []any{tunnelnodes.ConfigMapName}, "verbs": []any{"get", "list", "watch"}},
+				map[string]any{"apiGroups": []any{""}, "resources": []any{"services"},
+					"resourceNames": []any{tunnelnodes.ServiceName}, "verbs": []any{"get", "list", "watch"}},
+			},
+		}}
+		binding := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+			"metadata": map[string]any{"name": "yurtdns:coredns", "namespace": tunnelnodes.Namespace},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "yurtdns:coredns"},
+			"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": corednsName, "namespace": tunnelnodes.Namespace}},
+		}}
+		return []*unstructured.Unstructured{role, binding}, nil
+	})
+}
+
+// syncStep deploys tunnel-nodes-sync from deploy/, as `kubectl apply -k` would.
+func syncStep() Step {
+	return objectsStep("sync", func(env *Env) ([]*unstructured.Unstructured, error) {
+		objs, err := deploy.Render(deploy.TunnelNodesSync)
+		if err != nil {
+			return nil, err
+		}
+		if env.Options.SyncImage != "" {
+			for _, o := range objs {
+				if o.GetKind() != "Deployment" {
+					continue
+				}
+				containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+				for _, c := range containers {
+					c.(map[string]any)["image"] = env.Options.SyncImage
+				}
+				if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return objs, nil
+	})
+}
+
+// configMapKeyEdit edits one key of a kube-system ConfigMap.
+func configMapKeyEdit(name, dataKey string, desired func(string, bool) (string, error)) fieldEdit {
+	return fieldEdit{
+		key: fmt.Sprintf("ConfigMap %s/%s %s", tunnelnodes.Namespace, name, dataKey),
+		get: func(ctx context.Context, env *Env) (string, bool, error) {
+			cm := &corev1.ConfigMap{}
+			if err := env.Client.Get(ctx, key(name), cm); err != nil {
+				return "", false, fmt.Errorf("reading ConfigMap %s: %w", name, err)
+			}
+			v, ok := cm.Data[dataKey]
+			return v, ok, nil
+		},
+		set: func(ctx context.Context, env *Env, value string, exists bool) error {
+			cm := &corev1.ConfigMap{}
+			if err := env.Client.Get(ctx, key(name), cm); err != nil {
+				return err
+			}
+			if exists {
+				if cm.Data == nil {
+					cm.Data = map[string]string{}
+				}
+				cm.Data[dataKey] = value
+			} else {
+				delete(cm.Data, dataKey)
+			}
+			return env.Client.Update(ctx, cm)
+		},
+		desired: desired,
+	}
+}
+
+// fieldStep is a step made of one fieldEdit, with an optional action after
+// the value changed (install or revert).
+func fieldStep(name, what string, f fieldEdit, after func(context.Context, *Env) error) Step {
+	run := func(ctx context.Context, env *Env, changed bool) error {
+		if !changed || env.Options.DryRun || after == nil {
+			return nil
+		}
+		return after(ctx, env)
+	}
+	return Step{
+		Name: name,
+		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			changed, diff, err := f.install(ctx, env, ss)
+			if err != nil {
+				return Result{}, err
+			}
+			if err := run(ctx, env, changed); err != nil {
+				return Result{}, err
+			}
+			if !changed {
+				return Result{Summary: "already applied"}, nil
+			}
+			return Result{Changed: true, Summary: what, Diffs: []string{diff}}, nil
+		},
+		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			changed, note, err := f.revert(ctx, env, ss)
+			if err != nil {
+				return Result{}, err
+			}
+			if err := run(ctx, env, changed); err != nil {
+				return Result{}, err
+			}
+			if !changed {
+				if note == "" {
+					note = "nothing to restore"
+				}
+				return Result{Summary: note}, nil
+			}
+			return Result{Changed: true, Summary: "restored " + f.key}, nil
+		},
+		Status: f.status,
+	}
+}
+
+func corefileStep() Step {
+	edit := configMapKeyEdit(corednsName, corefileKey, func(cur string, exists bool) (string, error) {
+		if !exists {
+			return "", fmt.Errorf("ConfigMap coredns has no Corefile key")
+		}
+		out, _, err := EnsureYurthosts(cur)
+		return out, err
+	})
+	return fieldStep("corefile", "yurthosts { fallthrough } added to the .:53 server block", edit, nil)
+}
+
+func kubeDNSTopologyStep() Step {
+	edit := fieldEdit{
+		key: fmt.Sprintf("Service %s/%s annotation %s", tunnelnodes.Namespace, kubeDNSService, topologyKey),
+		get: func(ctx context.Context, env *Env) (string, bool, error) {
+			svc := &corev1.Service{}
+			if err := env.Client.Get(ctx, key(kubeDNSService), svc); err != nil {
+				return "", false, fmt.Errorf("reading Service kube-dns: %w", err)
+			}
+			v, ok := svc.Annotations[topologyKey]
+			return v, ok, nil
+		},
+		set: func(ctx context.Context, env *Env, value string, exists bool) error {
+			svc := &corev1.Service{}
+			if err := env.Client.Get(ctx, key(kubeDNSService), svc); err != nil {
+				return err
+			}
+			if svc.Annotations == nil {
+				svc.Annotations = map[string]string{}
+			}
+			if exists {
+				svc.Annotations[topologyKey] = value
+			} else {
+				delete(svc.Annotations, topologyKey)
+			}
+			return env.Client.Update(ctx, svc)
+		},
+		desired: func(string, bool) (string, error) { return topologyValue, nil },
+	}
+	return fieldStep("kube-dns-topology", "kube-dns answers within the node pool ("+topologyKey+": "+topologyValue+")", edit, nil)
+}
+
+func kubeProxyStep() Step {
+	edit := configMapKeyEdit(kubeProxyName, kubeProxyConfKey, func(cur string, exists bool) (string, error) {
+		if !exists {
+			return "", fmt.Errorf("ConfigMap kube-proxy has no %s key", kubeProxyConfKey)
+		}
+		return CommentOutKubeconfig(cur)
+	})
+	return fieldStep("kube-proxy", "clientConnection.kubeconfig commented out (kube-proxy uses the in-cluster config yurthub serves); rolling restart",
+		edit, restartKubeProxy)
+}
+
+// restartKubeProxy rolls the DaemonSet as `kubectl rollout restart` does.
+func restartKubeProxy(ctx context.Context, env *Env) error {
+	ds := &appsv1.DaemonSet{}
+	if err := env.Client.Get(ctx, key(kubeProxyName), ds); err != nil {
+		return fmt.Errorf("reading DaemonSet kube-proxy: %w", err)
+	}
+	patch := client.MergeFrom(ds.DeepCopy())
+	if ds.Spec.Template.Annotations == nil {
+		ds.Spec.Template.Annotations = map[string]string{}
+	}
+	ds.Spec.Template.Annotations[restartedAtKey] = time.Now().UTC().Format(time.RFC3339)
+	return env.Client.Patch(ctx, ds, patch)
+}
+
+// corednsDaemonSetStep runs CoreDNS as a DaemonSet on every node (so edge
+// nodes resolve locally when cut off), and scales the Deployment to 0 only
+// once the DaemonSet is available: DNS never goes dark.
+func corednsDaemonSetStep() Step {
+	replicas := fieldEdit{
+		key: fmt.Sprintf("Deployment %s/%s replicas", tunnelnodes.Namespace, corednsName),
+		get: func(ctx context.Context, env *Env) (string, bool, error) {
+			d := &appsv1.Deployment{}
+			if err := env.Client.Get(ctx, key(corednsName), d); err != nil {
+				return "", false, fmt.Errorf("reading Deployment coredns: %w", err)
+			}
+			n := int32(1)
+			if d.Spec.Replicas != nil {
+				n = *d.Spec.Replicas
+			}
+			return strconv.Itoa(int(n)), true, nil
+		},
+		set: func(ctx context.Context, env *Env, value string, _ bool) error {
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				return err
+			}
+			d := &appsv1.Deployment{}
+			if err := env.Client.Get(ctx, key(corednsName), d); err != nil {
+				return err
+			}
+			patch := client.MergeFrom(d.DeepCopy())
+			d.Spec.Replicas = new(int32(n))
+			return env.Client.Patch(ctx, d, patch)
+		},
+		desired: func(string, bool) (string, error) { return "0", nil },
+	}
+	daemonSet := func(ctx context.Context, env *Env) (*unstructured.Unstructured, error) {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, key(corednsName), d); err != nil {
+			return nil, fmt.Errorf("reading Deployment coredns: %w", err)
+		}
+		ds, err := daemonSetFromDeployment(d, env.Options.CoreDNSImage)
+		if err != nil {
+			return nil, err
+		}
+		return toUnstructured(ds, "apps/v1", "DaemonSet"), nil
+	}
+	return Step{
+		Name: "coredns-daemonset",
+		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			ds, err := daemonSet(ctx, env)
+			if err != nil {
+				return Result{}, err
+			}
+			createdDS, dsDiff, err := ensureCreated(ctx, env, ss, ds)
+			if err != nil {
+				return Result{}, err
+			}
+			var res Result
+			if createdDS {
+				res.Diffs = append(res.Diffs, dsDiff)
+			}
+			if !env.Options.DryRun {
+				if err := waitDaemonSetAvailable(ctx, env, corednsName, env.Options.Timeout); err != nil {
+					return Result{}, fmt.Errorf("%w; the coredns Deployment is left as it was", err)
+				}
+			}
+			scaled, diff, err := replicas.install(ctx, env, ss)
+			if err != nil {
+				return Result{}, err
+			}
+			if scaled {
+				res.Diffs = append(res.Diffs, diff)
+			}
+			res.Changed = createdDS || scaled
+			switch {
+			case !res.Changed:
+				res.Summary = "already applied"
+			default:
+				res.Summary = "DaemonSet coredns available on every node; Deployment coredns scaled to 0"
+			}
+			return res, nil
+		},
+		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			scaled, note, err := replicas.revert(ctx, env, ss)
+			if err != nil {
+				return Result{}, err
+			}
+			if scaled && !env.Options.DryRun {
+				if err := waitDeploymentAvailable(ctx, env, corednsName, env.Options.Timeout); err != nil {
+					return Result{}, fmt.Errorf("%w; the coredns DaemonSet is kept so DNS keeps answering", err)
+				}
+			}
+			deleted, err := deleteCreated(ctx, env, ss, namedObject("apps/v1", "DaemonSet", corednsName))
+			if err != nil {
+				return Result{}, err
+			}
+			summary := "Deployment coredns scaled back and available; DaemonSet coredns deleted"
+			if note != "" {
+				summary = note
+			}
+			return Result{Changed: scaled || deleted, Summary: summary}, nil
+		},
+		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
+			exists, err := existsAll(ctx, env, []*unstructured.Unstructured{namedObject("apps/v1", "DaemonSet", corednsName)})
+			if err != nil {
+				return "", "", err
+			}
+			s, detail, err := replicas.status(ctx, env, ss)
+			if err != nil {
+				return "", "", err
+			}
+			switch {
+			case exists && s == Applied:
+				return Applied, "", nil
+			case ss.Applied:
+				return Drifted, strings.TrimSpace("DaemonSet or Deployment changed after install " + detail), nil
+			}
+			return NotApplied, "", nil
+		},
+	}
+}
+
+// daemonSetFromDeployment keeps the Deployment's pod template (args, probes,
+// resources, security context, priority class, service account), swaps the
+// image, drops the mounted tunnel-nodes hosts file, and tolerates every taint.
+func daemonSetFromDeployment(d *appsv1.Deployment, image string) (*appsv1.DaemonSet, error) {
+	tmpl := d.Spec.Template.DeepCopy()
+	var found bool
+	var hostsVolumes []string
+	tmpl.Spec.Volumes = slices.DeleteFunc(tmpl.Spec.Volumes, func(v corev1.Volume) bool {
+		drop := v.ConfigMap != nil && v.ConfigMap.Name == tunnelnodes.ConfigMapName
+		if drop {
+			hostsVolumes = append(hostsVolumes, v.Name)
+		}
+		return drop
+	})
+	for i := range tmpl.Spec.Containers {
+		c := &tmpl.Spec.Containers[i]
+		if c.Name != corednsName {
+			continue
+		}
+		found = true
+		if image != "" {
+			c.Image = image
+		}
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			for _, v := range hostsVolumes {
+				if m.Name == v {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if !found {
+		return nil, fmt.Errorf("Deployment coredns has no container named coredns: unknown layout")
+	}
+	tmpl.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	maxUnavailable := intstr.FromString("10%")
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: corednsName, Namespace: tunnelnodes.Namespace, Labels: d.Labels},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: d.Spec.Selector,
+			Template: *tmpl,
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
+				Type:          appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable},
+			},
+		},
+	}, nil
+}
+
+// waitDaemonSetAvailable waits until every scheduled pod of the DaemonSet
+// is updated and available.
+func waitDaemonSetAvailable(ctx context.Context, env *Env, name string, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ds := &appsv1.DaemonSet{}
+		if err := env.Client.Get(ctx, key(name), ds); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		s := ds.Status
+		last = fmt.Sprintf("%d of %d pods available", s.NumberAvailable, s.DesiredNumberScheduled)
+		return s.ObservedGeneration >= ds.Generation && s.DesiredNumberScheduled > 0 &&
+			s.UpdatedNumberScheduled == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled, nil
+	})
+	if err != nil {
+		return fmt.Errorf("DaemonSet %s not available after %s (%s)", name, timeout, last)
+	}
+	return nil
+}
+
+// waitDeploymentAvailable waits until the Deployment's replicas are available.
+func waitDeploymentAvailable(ctx context.Context, env *Env, name string, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, key(name), d); err != nil {
+			return false, err
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		last = fmt.Sprintf("%d of %d replicas available", d.Status.AvailableReplicas, want)
+		return d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("Deployment %s not available after %s (%s)", name, timeout, last)
+	}
+	return nil
+}
+
+// noManifestsDir explains the skipped control-plane step.
+const noManifestsDir = "skipped: no --manifests-dir given (run `tunnel-nodes-sync patch-manifests` on each control-plane node)"
+
+// controlPlaneStep patches the local static pod manifests.
+func controlPlaneStep() Step {
+	return Step{
+		Name: "control-plane",
+		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			if env.Options.ManifestsDir == "" {
+				return Result{Summary: noManifestsDir}, nil
+			}
+			plan, err := PatchManifests(env.Options.ManifestsDir, env.Options.BackupDir, true)
+			if err != nil {
+				return Result{}, err
+			}
+			var res Result
+			for _, c := range plan {
+				if c.Changed {
+					res.Changed = true
+					res.Diffs = append(res.Diffs, c.Diff)
+				}
+			}
+			if !res.Changed {
+				res.Summary = "already applied"
+				return res, nil
+			}
+			res.Summary = "kube-controller-manager --controllers gains -nodelifecycle; kube-apiserver prefers Hostname and resolves it through cluster DNS"
+			if env.Options.DryRun {
+				return res, nil
+			}
+			ss.Records["manifests"] = record{Before: env.Options.ManifestsDir, After: env.Options.BackupDir}
+			if err := ss.persist(ctx); err != nil {
+				return Result{}, err
+			}
+			_, err = PatchManifests(env.Options.ManifestsDir, env.Options.BackupDir, false)
+			return res, err
+		},
+		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			rec, ok := ss.Records["manifests"]
+			if !ok {
+				return Result{Summary: "nothing to restore"}, nil
+			}
+			restored, kept, err := RestoreManifests(rec.Before, rec.After, env.Options.DryRun)
+			if err != nil {
+				return Result{}, err
+			}
+			summary := "restored " + strings.Join(restored, ", ")
+			if len(kept) > 0 {
+				summary += "; changed since install, left as they are: " + strings.Join(kept, ", ")
+			}
+			return Result{Changed: len(restored) > 0, Summary: summary}, nil
+		},
+		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
+			dir := env.Options.ManifestsDir
+			if rec, ok := ss.Records["manifests"]; ok && dir == "" {
+				dir = rec.Before
+			}
+			if dir == "" {
+				return NotApplied, "no --manifests-dir to check", nil
+			}
+			plan, err := PatchManifests(dir, "", true)
+			if err != nil {
+				return Drifted, err.Error(), nil
+			}
+			for _, c := range plan {
+				if c.Changed {
+					if ss.Applied {
+						return Drifted, c.Path + " changed after install", nil
+					}
+					return NotApplied, "", nil
+				}
+			}
+			return Applied, "", nil
+		},
+	}
+}

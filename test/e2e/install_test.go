@@ -1,0 +1,350 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const fixtures = "../testdata/kubeadm"
+
+// kubeadmCluster is a harness control plane with kubeadm's CoreDNS and
+// kube-proxy objects, OpenYurt's tunnel Service and records, and a local
+// copy of kubeadm's static pod manifests.
+type kubeadmCluster struct {
+	*harness.ControlPlane
+	manifests, backups string
+}
+
+func newKubeadmCluster(t *testing.T) *kubeadmCluster {
+	cp := harness.Start(t, harness.Options{})
+	cp.CreateFromFile(t, filepath.Join(fixtures, "coredns.yaml"))
+	cp.CreateFromFile(t, filepath.Join(fixtures, "kube-proxy.yaml"))
+	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
+	root := t.TempDir()
+	k := &kubeadmCluster{ControlPlane: cp, manifests: filepath.Join(root, "manifests"), backups: filepath.Join(root, "yurtdns-backup")}
+	if err := os.MkdirAll(k.manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"kube-apiserver.yaml", "kube-controller-manager.yaml"} {
+		data, err := os.ReadFile(filepath.Join(fixtures, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(k.manifests, f), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return k
+}
+
+// markRolloutsAvailable plays the DaemonSet and Deployment controllers
+// (envtest runs none): it writes the status they would write once the pods
+// are up — 3 nodes for the coredns DaemonSet, all replicas for the
+// Deployment — until stop is closed.
+func (k *kubeadmCluster) markRolloutsAvailable(t *testing.T) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if ds, err := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{}); err == nil &&
+				ds.Status.ObservedGeneration < ds.Generation {
+				ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3,
+					UpdatedNumberScheduled: 3, NumberReady: 3, NumberAvailable: 3}
+				_, _ = k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).UpdateStatus(ctx, ds, metav1.UpdateOptions{})
+			}
+			if d, err := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{}); err == nil &&
+				(d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas != *d.Spec.Replicas) {
+				d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: *d.Spec.Replicas,
+					UpdatedReplicas: *d.Spec.Replicas, ReadyReplicas: *d.Spec.Replicas, AvailableReplicas: *d.Spec.Replicas}
+				_, _ = k.Client.AppsV1().Deployments(tunnelnodes.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// run runs a tunnel-nodes-sync subcommand against the cluster and returns
+// its output and how it ended.
+func (k *kubeadmCluster) run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	all := append([]string{args[0], "--kubeconfig", k.Kubeconfig, "--manifests-dir", k.manifests, "--backup-dir", k.backups, "--timeout", "20s"}, args[1:]...)
+	p := harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), all...)
+	err := p.Wait(t, 2*time.Minute)
+	return p.Output(), err
+}
+
+// snapshot captures what install may change and revert must restore:
+// the objects' data, annotations and specs, and the manifest files.
+func (k *kubeadmCluster) snapshot(t *testing.T) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	s := map[string]string{}
+	put := func(name string, v any) {
+		b, _ := json.Marshal(v)
+		s[name] = string(b)
+	}
+	for _, name := range []string{"coredns", "kube-proxy"} {
+		cm, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		put("configmap/"+name, []any{cm.Data, cm.Labels, cm.Annotations})
+	}
+	svc, err := k.Client.CoreV1().Services(tunnelnodes.Namespace).Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("service/kube-dns", []any{svc.Annotations, svc.Labels, svc.Spec})
+	d, err := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("deployment/coredns", []any{d.Spec, d.Annotations})
+	proxy, err := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := proxy.Spec.DeepCopy()
+	delete(spec.Template.Annotations, "kubectl.kubernetes.io/restartedAt") // a restart is how config changes take effect
+	put("daemonset/kube-proxy", spec)
+	for _, f := range []string{"kube-apiserver.yaml", "kube-controller-manager.yaml"} {
+		data, err := os.ReadFile(filepath.Join(k.manifests, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s["file/"+f] = string(data)
+	}
+	return s
+}
+
+func diffSnapshots(a, b map[string]string) []string {
+	var out []string
+	for k, v := range a {
+		if b[k] != v {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// resourceVersions of everything install touches or creates.
+func (k *kubeadmCluster) resourceVersions(t *testing.T) map[string]string {
+	ctx := context.Background()
+	rv := map[string]string{}
+	cms, _ := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
+	for _, o := range cms.Items {
+		rv["cm/"+o.Name] = o.ResourceVersion
+	}
+	svcs, _ := k.Client.CoreV1().Services(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
+	for _, o := range svcs.Items {
+		rv["svc/"+o.Name] = o.ResourceVersion
+	}
+	deps, _ := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
+	for _, o := range deps.Items {
+		rv["deploy/"+o.Name] = o.ResourceVersion
+	}
+	dss, _ := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
+	for _, o := range dss.Items {
+		rv["ds/"+o.Name] = o.ResourceVersion
+	}
+	roles, _ := k.Client.RbacV1().Roles(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
+	for _, o := range roles.Items {
+		rv["role/"+o.Name] = o.ResourceVersion
+	}
+	return rv
+}
+
+// TestInstallRevert: dry run changes nothing and shows every change; install
+// applies every step; a second install changes nothing; status reports;
+// revert restores the originals; a second revert is a no-op.
+func TestInstallRevert(t *testing.T) {
+	k := newKubeadmCluster(t)
+	ctx := context.Background()
+	original := k.snapshot(t)
+	originalRVs := k.resourceVersions(t)
+
+	out, err := k.run(t, "install", "--dry-run")
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"[rbac] would: created Role", "[corefile] would:", "+    yurthosts {", "-    hosts /etc/edge/tunnel-nodes {",
+		"[coredns-daemonset] would:", "DaemonSet kube-system/coredns", "[kube-dns-topology] would:", "+openyurt.io/nodepool",
+		"[kube-proxy] would:", "+  #kubeconfig: /var/lib/kube-proxy/kubeconfig.conf", "[control-plane] would:", "-nodelifecycle,*,bootstrapsigner",
+		"[sync] would: created", "Deployment kube-system/tunnel-nodes-sync"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run output lacks %q", want)
+		}
+	}
+	if changed := diffSnapshots(original, k.snapshot(t)); len(changed) > 0 {
+		t.Fatalf("dry run changed %v", changed)
+	}
+	if rv := k.resourceVersions(t); fmt.Sprint(rv) != fmt.Sprint(originalRVs) {
+		t.Fatalf("dry run wrote objects")
+	}
+
+	stop := k.markRolloutsAvailable(t)
+	defer stop()
+	out, err = k.run(t, "install", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test")
+	if err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	t.Logf("install:\n%s", out)
+
+	// Every change is there.
+	cm, _ := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
+	if !strings.Contains(cm.Data["Corefile"], "yurthosts {") || strings.Contains(cm.Data["Corefile"], "/etc/edge/tunnel-nodes") {
+		t.Errorf("Corefile:\n%s", cm.Data["Corefile"])
+	}
+	ds, err := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podSpec := ds.Spec.Template.Spec
+	if podSpec.Containers[0].Image != "coredns-yurt:test" || len(podSpec.Tolerations) != 1 || podSpec.Tolerations[0].Operator != corev1.TolerationOpExists ||
+		len(podSpec.Volumes) != 1 || len(podSpec.Containers[0].VolumeMounts) != 1 || podSpec.ServiceAccountName != "coredns" ||
+		podSpec.PriorityClassName != "system-cluster-critical" || podSpec.Containers[0].ReadinessProbe == nil {
+		t.Errorf("coredns DaemonSet pod spec: %+v", podSpec)
+	}
+	d, _ := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
+	if *d.Spec.Replicas != 0 {
+		t.Errorf("Deployment coredns replicas %d, want 0", *d.Spec.Replicas)
+	}
+	svc, _ := k.Client.CoreV1().Services(tunnelnodes.Namespace).Get(ctx, "kube-dns", metav1.GetOptions{})
+	if svc.Annotations["openyurt.io/topologyKeys"] != "openyurt.io/nodepool" {
+		t.Errorf("kube-dns annotations %v", svc.Annotations)
+	}
+	proxyCM, _ := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if !strings.Contains(proxyCM.Data["config.conf"], "  #kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\n") {
+		t.Errorf("kube-proxy config.conf:\n%s", proxyCM.Data["config.conf"])
+	}
+	proxy, _ := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if proxy.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"] == "" {
+		t.Error("kube-proxy was not restarted")
+	}
+	kcm, _ := os.ReadFile(filepath.Join(k.manifests, "kube-controller-manager.yaml"))
+	if !strings.Contains(string(kcm), "--controllers=-nodelifecycle,*,bootstrapsigner,tokencleaner") {
+		t.Error("kube-controller-manager manifest not patched")
+	}
+	if _, err := k.Client.RbacV1().Roles(tunnelnodes.Namespace).Get(ctx, "yurtdns:coredns", metav1.GetOptions{}); err != nil {
+		t.Errorf("coredns role: %v", err)
+	}
+	sync, err := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})
+	if err != nil || sync.Spec.Template.Spec.Containers[0].Image != "tunnel-nodes-sync:test" {
+		t.Errorf("sync deployment: %v", err)
+	}
+
+	// Install again: nothing changes.
+	installed, installedRVs := k.snapshot(t), k.resourceVersions(t)
+	out, err = k.run(t, "install", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test")
+	if err != nil {
+		t.Fatalf("second install: %v\n%s", err, out)
+	}
+	if n := strings.Count(out, "already applied"); n != 7 {
+		t.Errorf("second install: %d steps say already applied, want 7:\n%s", n, out)
+	}
+	if changed := diffSnapshots(installed, k.snapshot(t)); len(changed) > 0 {
+		t.Errorf("second install changed %v", changed)
+	}
+	if rv := k.resourceVersions(t); fmt.Sprint(rv) != fmt.Sprint(installedRVs) {
+		t.Errorf("second install wrote objects:\n%v\n%v", installedRVs, rv)
+	}
+
+	// Status: all applied; a hand edit of the Corefile shows as drifted.
+	if out, err := k.run(t, "status"); err != nil || strings.Count(out, " applied") != 7 {
+		t.Errorf("status: %v\n%s", err, out)
+	}
+	cm, _ = k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
+	installedCorefile := cm.Data["Corefile"]
+	cm.Data["Corefile"] = ".:53 {\n    kubernetes cluster.local\n}\n"
+	if _, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := k.run(t, "status"); err == nil || !strings.Contains(out, "corefile           drifted") {
+		t.Errorf("status after a Corefile edit: %v\n%s", err, out)
+	}
+	cm, _ = k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
+	cm.Data["Corefile"] = installedCorefile
+	if _, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Revert: back to the originals, objects install created are gone.
+	out, err = k.run(t, "revert")
+	if err != nil {
+		t.Fatalf("revert: %v\n%s", err, out)
+	}
+	t.Logf("revert:\n%s", out)
+	if changed := diffSnapshots(original, k.snapshot(t)); len(changed) > 0 {
+		after := k.snapshot(t)
+		for _, c := range changed {
+			t.Errorf("revert left %s changed:\n%s\nwant:\n%s", c, after[c], original[c])
+		}
+	}
+	for what, err := range map[string]error{
+		"DaemonSet coredns":            getErr(k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})),
+		"Deployment tunnel-nodes-sync": getErr(k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})),
+		"Role yurtdns:coredns":         getErr(k.Client.RbacV1().Roles(tunnelnodes.Namespace).Get(ctx, "yurtdns:coredns", metav1.GetOptions{})),
+		"install state":                getErr(k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, install.StateConfigMap, metav1.GetOptions{})),
+	} {
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s after revert: %v", what, err)
+		}
+	}
+	out, err = k.run(t, "revert")
+	if err != nil || strings.Count(out, "nothing to revert") != 7 {
+		t.Errorf("second revert: %v\n%s", err, out)
+	}
+}
+
+func getErr[T any](_ T, err error) error { return err }
+
+// TestInstallTimeoutKeepsDNS: when the CoreDNS DaemonSet never becomes
+// available, install stops with a clear error and the Deployment keeps
+// serving; once it is available, running install again completes.
+func TestInstallTimeoutKeepsDNS(t *testing.T) {
+	k := newKubeadmCluster(t)
+	ctx := context.Background()
+	out, err := k.run(t, "install", "--timeout", "2s")
+	if err == nil || !strings.Contains(out, "DaemonSet coredns not available after 2s (0 of 0 pods available); the coredns Deployment is left as it was") {
+		t.Fatalf("want a timeout error, got %v:\n%s", err, out)
+	}
+	d, _ := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
+	if *d.Spec.Replicas != 2 {
+		t.Errorf("Deployment scaled to %d although the DaemonSet is not available", *d.Spec.Replicas)
+	}
+	if strings.Contains(out, "[kube-dns-topology]") {
+		t.Errorf("steps after the failed one ran:\n%s", out)
+	}
+
+	stop := k.markRolloutsAvailable(t)
+	defer stop()
+	out, err = k.run(t, "install")
+	if err != nil {
+		t.Fatalf("install after the timeout: %v\n%s", err, out)
+	}
+	for _, want := range []string{"[rbac] already applied", "[corefile] already applied", "[coredns-daemonset] DaemonSet coredns available", "[sync] created"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("resumed install lacks %q:\n%s", want, out)
+		}
+	}
+	if out, err := k.run(t, "status"); err != nil || strings.Count(out, " applied") != 7 {
+		t.Errorf("status: %v\n%s", err, out)
+	}
+}
