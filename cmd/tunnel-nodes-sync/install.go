@@ -29,11 +29,15 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 		fl.BoolVar(&f.opts.DryRun, "dry-run", false, "Print a unified diff of every change and change nothing")
 		fl.StringSliceVar(&f.opts.Skip, "skip", nil, "Steps to skip: "+strings.Join(install.StepNames(), ","))
 		fl.StringVar(&f.opts.CoreDNSImage, "coredns-image", "yurtdns/coredns-yurt:latest", "Image of the CoreDNS DaemonSet")
-		fl.StringVar(&f.opts.SyncImage, "sync-image", "", "Image of tunnel-nodes-sync (default: the one in deploy/)")
+		fl.StringVar(&f.opts.SyncImage, "sync-image", "", "Image of tunnel-nodes-sync (default: the one in deploy/); also runs the control-plane Jobs")
+		fl.BoolVar(&f.opts.ControlPlaneJobs, "control-plane-jobs", false, "Patch the static pod manifests with a Job on each control-plane node (instead of --manifests-dir)")
 	}
 }
 
 func (f *surgeryFlags) env() (*install.Env, error) {
+	if f.opts.ControlPlaneJobs && f.opts.ManifestsDir != "" {
+		return nil, fmt.Errorf("--control-plane-jobs and --manifests-dir exclude each other")
+	}
 	cfg, err := loadRESTConfig(f.kubeconfig)
 	if err != nil {
 		return nil, err

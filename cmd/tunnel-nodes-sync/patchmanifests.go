@@ -10,7 +10,7 @@ import (
 
 func newPatchManifestsCommand() *cobra.Command {
 	var manifestsDir, backupDir string
-	var dryRun bool
+	var dryRun, revert bool
 	cmd := &cobra.Command{
 		Use:   "patch-manifests",
 		Short: "Edit the local kube-apiserver and kube-controller-manager static pod manifests",
@@ -18,11 +18,27 @@ func newPatchManifestsCommand() *cobra.Command {
 			"reach kubelets by host name through cluster DNS. Idempotent; originals are kept in --backup-dir.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			if revert {
+				restored, kept, err := install.RestoreManifests(manifestsDir, backupDir, dryRun)
+				if err != nil {
+					return err
+				}
+				for _, p := range restored {
+					fmt.Fprintf(out, "%s: restored from %s\n", p, install.BackupPath(backupDir, p))
+				}
+				for _, p := range kept {
+					fmt.Fprintf(out, "%s: changed since it was patched, left as it is\n", p)
+				}
+				if len(restored)+len(kept) == 0 {
+					fmt.Fprintln(out, "nothing to restore")
+				}
+				return nil
+			}
 			changes, err := install.PatchManifests(manifestsDir, backupDir, dryRun)
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
 			for _, c := range changes {
 				switch {
 				case !c.Changed:
@@ -40,5 +56,6 @@ func newPatchManifestsCommand() *cobra.Command {
 	f.StringVar(&manifestsDir, "manifests-dir", "/etc/kubernetes/manifests", "Static pod manifests directory")
 	f.StringVar(&backupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where originals are kept; must be outside --manifests-dir, on the same filesystem")
 	f.BoolVar(&dryRun, "dry-run", false, "Print a unified diff of each change and write nothing")
+	f.BoolVar(&revert, "revert", false, "Restore the originals from --backup-dir where the manifests are still as patched")
 	return cmd
 }

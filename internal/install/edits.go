@@ -92,6 +92,9 @@ func (f fieldEdit) status(ctx context.Context, env *Env, ss *stepState) (StepSta
 
 // objectKey names an object in the state and in diffs.
 func objectKey(o *unstructured.Unstructured) string {
+	if o.GetNamespace() == "" {
+		return o.GetKind() + " " + o.GetName()
+	}
 	return fmt.Sprintf("%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
 }
 

@@ -22,7 +22,9 @@ type Options struct {
 	// the control-plane step unless ControlPlaneJobs is set.
 	ManifestsDir string
 	BackupDir    string
-	Timeout      time.Duration
+	// ControlPlaneJobs runs patch-manifests in a Job on each control-plane node.
+	ControlPlaneJobs bool
+	Timeout          time.Duration
 }
 
 // Env is what every step works with.
@@ -125,11 +127,11 @@ func Revert(ctx context.Context, env *Env, out io.Writer) error {
 	steps := Steps()
 	slices.Reverse(steps)
 	for _, step := range steps {
-		ss, ok := st.steps[step.Name]
-		if !ok || !ss.Applied {
+		if ss, ok := st.steps[step.Name]; !ok || !ss.Applied {
 			fmt.Fprintf(out, "[%s] not applied: nothing to revert\n", step.Name)
 			continue
 		}
+		ss := st.step(step.Name)
 		res, err := step.Revert(ctx, env, ss)
 		if err != nil {
 			return fmt.Errorf("reverting step %s: %w", step.Name, err)

@@ -150,6 +150,29 @@ func rbacStep() Step {
 	})
 }
 
+// syncImage is --sync-image, else the image deploy/ names.
+func syncImage(env *Env) (string, error) {
+	if env.Options.SyncImage != "" {
+		return env.Options.SyncImage, nil
+	}
+	objs, err := deploy.Render(deploy.TunnelNodesSync)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if len(containers) > 0 {
+			if image, ok := containers[0].(map[string]any)["image"].(string); ok {
+				return image, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("deploy/%s has no Deployment image", deploy.TunnelNodesSync)
+}
+
 // syncStep deploys tunnel-nodes-sync from deploy/, as `kubectl apply -k` would.
 func syncStep() Step {
 	return objectsStep("sync", func(env *Env) ([]*unstructured.Unstructured, error) {
@@ -525,81 +548,4 @@ func waitDeploymentAvailable(ctx context.Context, env *Env, name string, timeout
 		return fmt.Errorf("Deployment %s not available after %s (%s)", name, timeout, last)
 	}
 	return nil
-}
-
-// noManifestsDir explains the skipped control-plane step.
-const noManifestsDir = "skipped: no --manifests-dir given (run `tunnel-nodes-sync patch-manifests` on each control-plane node)"
-
-// controlPlaneStep patches the local static pod manifests.
-func controlPlaneStep() Step {
-	return Step{
-		Name: "control-plane",
-		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
-			if env.Options.ManifestsDir == "" {
-				return Result{Summary: noManifestsDir}, nil
-			}
-			plan, err := PatchManifests(env.Options.ManifestsDir, env.Options.BackupDir, true)
-			if err != nil {
-				return Result{}, err
-			}
-			var res Result
-			for _, c := range plan {
-				if c.Changed {
-					res.Changed = true
-					res.Diffs = append(res.Diffs, c.Diff)
-				}
-			}
-			if !res.Changed {
-				res.Summary = "already applied"
-				return res, nil
-			}
-			res.Summary = "kube-controller-manager --controllers gains -nodelifecycle; kube-apiserver prefers Hostname and resolves it through cluster DNS"
-			if env.Options.DryRun {
-				return res, nil
-			}
-			ss.Records["manifests"] = record{Before: env.Options.ManifestsDir, After: env.Options.BackupDir}
-			if err := ss.persist(ctx); err != nil {
-				return Result{}, err
-			}
-			_, err = PatchManifests(env.Options.ManifestsDir, env.Options.BackupDir, false)
-			return res, err
-		},
-		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
-			rec, ok := ss.Records["manifests"]
-			if !ok {
-				return Result{Summary: "nothing to restore"}, nil
-			}
-			restored, kept, err := RestoreManifests(rec.Before, rec.After, env.Options.DryRun)
-			if err != nil {
-				return Result{}, err
-			}
-			summary := "restored " + strings.Join(restored, ", ")
-			if len(kept) > 0 {
-				summary += "; changed since install, left as they are: " + strings.Join(kept, ", ")
-			}
-			return Result{Changed: len(restored) > 0, Summary: summary}, nil
-		},
-		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
-			dir := env.Options.ManifestsDir
-			if rec, ok := ss.Records["manifests"]; ok && dir == "" {
-				dir = rec.Before
-			}
-			if dir == "" {
-				return NotApplied, "no --manifests-dir to check", nil
-			}
-			plan, err := PatchManifests(dir, "", true)
-			if err != nil {
-				return Drifted, err.Error(), nil
-			}
-			for _, c := range plan {
-				if c.Changed {
-					if ss.Applied {
-						return Drifted, c.Path + " changed after install", nil
-					}
-					return NotApplied, "", nil
-				}
-			}
-			return Applied, "", nil
-		},
-	}
 }

@@ -1,0 +1,282 @@
+package install
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// noManifestsDir explains a skipped control-plane step.
+const noManifestsDir = "skipped: neither --manifests-dir nor --control-plane-jobs given (or run `tunnel-nodes-sync patch-manifests` on each control-plane node)"
+
+// On a control-plane node the Jobs mount the host's /etc/kubernetes, so the
+// backups sit next to the manifests directory, on the same filesystem.
+const (
+	hostKubernetesDir = "/etc/kubernetes"
+	jobMount          = "/host/etc/kubernetes"
+	jobLabel          = "yurtdns.io/job"
+)
+
+// controlPlaneStep edits the kube-controller-manager and kube-apiserver
+// static pod manifests: locally (--manifests-dir) or with a Job on each
+// control-plane node (--control-plane-jobs).
+func controlPlaneStep() Step {
+	return Step{
+		Name: "control-plane",
+		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			switch {
+			case env.Options.ControlPlaneJobs:
+				return runManifestJobs(ctx, env, ss, "patch")
+			case env.Options.ManifestsDir == "":
+				return Result{Summary: noManifestsDir}, nil
+			}
+			plan, err := PatchManifests(env.Options.ManifestsDir, env.Options.BackupDir, true)
+			if err != nil {
+				return Result{}, err
+			}
+			var res Result
+			for _, c := range plan {
+				if c.Changed {
+					res.Changed = true
+					res.Diffs = append(res.Diffs, c.Diff)
+				}
+			}
+			if !res.Changed {
+				res.Summary = "already applied"
+				return res, nil
+			}
+			res.Summary = "kube-controller-manager --controllers gains -nodelifecycle; kube-apiserver prefers Hostname and resolves it through cluster DNS"
+			if env.Options.DryRun {
+				return res, nil
+			}
+			ss.Records["manifests"] = record{Before: env.Options.ManifestsDir, After: env.Options.BackupDir}
+			if err := ss.persist(ctx); err != nil {
+				return Result{}, err
+			}
+			_, err = PatchManifests(env.Options.ManifestsDir, env.Options.BackupDir, false)
+			return res, err
+		},
+		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			if _, ok := ss.Records["jobs"]; ok {
+				return runManifestJobs(ctx, env, ss, "restore")
+			}
+			rec, ok := ss.Records["manifests"]
+			if !ok {
+				return Result{Summary: "nothing to restore"}, nil
+			}
+			restored, kept, err := RestoreManifests(rec.Before, rec.After, env.Options.DryRun)
+			if err != nil {
+				return Result{}, err
+			}
+			summary := "restored " + strings.Join(restored, ", ")
+			if len(restored) == 0 {
+				summary = "nothing to restore"
+			}
+			if len(kept) > 0 {
+				summary += "; changed since install, left as they are: " + strings.Join(kept, ", ")
+			}
+			return Result{Changed: len(restored) > 0, Summary: summary}, nil
+		},
+		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
+			if _, ok := ss.Records["jobs"]; ok {
+				return Applied, "patched by Jobs on the control-plane nodes (check each node with `patch-manifests --dry-run`)", nil
+			}
+			dir := env.Options.ManifestsDir
+			if rec, ok := ss.Records["manifests"]; ok && dir == "" {
+				dir = rec.Before
+			}
+			if dir == "" {
+				return NotApplied, "no --manifests-dir to check", nil
+			}
+			plan, err := PatchManifests(dir, "", true)
+			if err != nil {
+				return Drifted, err.Error(), nil
+			}
+			for _, c := range plan {
+				if c.Changed {
+					if ss.Applied {
+						return Drifted, c.Path + " changed after install", nil
+					}
+					return NotApplied, "", nil
+				}
+			}
+			return Applied, "", nil
+		},
+	}
+}
+
+// controlPlaneNodes finds the nodes running kube-apiserver or
+// kube-controller-manager (their mirror pods), else the nodes labelled
+// node-role.kubernetes.io/control-plane.
+func controlPlaneNodes(ctx context.Context, env *Env) ([]string, error) {
+	var nodes []string
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{"tier": "control-plane"}); err != nil {
+		return nil, fmt.Errorf("listing control-plane pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		c := p.Labels["component"]
+		if (c == "kube-apiserver" || c == "kube-controller-manager") && p.Spec.NodeName != "" && !slices.Contains(nodes, p.Spec.NodeName) {
+			nodes = append(nodes, p.Spec.NodeName)
+		}
+	}
+	if len(nodes) == 0 {
+		list := &corev1.NodeList{}
+		if err := env.Client.List(ctx, list, client.HasLabels{"node-role.kubernetes.io/control-plane"}); err != nil {
+			return nil, fmt.Errorf("listing control-plane nodes: %w", err)
+		}
+		for _, n := range list.Items {
+			nodes = append(nodes, n.Name)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("no control-plane node found (no kube-apiserver mirror pod, no node labelled node-role.kubernetes.io/control-plane): use --manifests-dir on the node instead")
+	}
+	slices.Sort(nodes)
+	return nodes, nil
+}
+
+// manifestJob runs `patch-manifests` (or its revert) on one node with the
+// host's /etc/kubernetes mounted.
+func manifestJob(node, action, image string) *batchv1.Job {
+	sum := sha256.Sum256([]byte(node))
+	name := fmt.Sprintf("yurtdns-%s-manifests-%s", action, hex.EncodeToString(sum[:])[:10])
+	args := []string{"patch-manifests", "--manifests-dir", jobMount + "/manifests", "--backup-dir", jobMount + "/yurtdns-backup"}
+	if action == "restore" {
+		args = append(args, "--revert")
+	}
+	backoff := int32(2)
+	root := int64(0)
+	hostPathType := corev1.HostPathDirectory
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tunnelnodes.Namespace,
+			Labels: map[string]string{jobLabel: action, ManagedByLabel: "yurtdns"}},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: &backoff,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: action}},
+				Spec: corev1.PodSpec{
+					NodeName:          node,
+					RestartPolicy:     corev1.RestartPolicyOnFailure,
+					PriorityClassName: "system-node-critical",
+					Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{
+						Name:  "patch-manifests",
+						Image: image,
+						Args:  args,
+						SecurityContext: &corev1.SecurityContext{
+							// The manifests belong to root; nothing else is needed.
+							RunAsUser:                &root,
+							AllowPrivilegeEscalation: new(false),
+							ReadOnlyRootFilesystem:   new(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "kubernetes", MountPath: jobMount}},
+					}},
+					Volumes: []corev1.Volume{{Name: "kubernetes", VolumeSource: corev1.VolumeSource{
+						HostPath: &corev1.HostPathVolumeSource{Path: hostKubernetesDir, Type: &hostPathType}}}},
+				},
+			},
+		},
+	}
+}
+
+// runManifestJobs creates a Job per control-plane node and waits for all
+// to complete.
+func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string) (Result, error) {
+	nodes, err := controlPlaneNodes(ctx, env)
+	if err != nil {
+		return Result{}, err
+	}
+	image, err := syncImage(env)
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	var jobs []*unstructured.Unstructured
+	for _, n := range nodes {
+		job := toUnstructured(manifestJob(n, action, image), "batch/v1", "Job")
+		created, diff, err := ensureCreated(ctx, env, ss, job)
+		if err != nil {
+			return Result{}, err
+		}
+		if created {
+			res.Changed = true
+			res.Diffs = append(res.Diffs, diff)
+		}
+		jobs = append(jobs, job)
+	}
+	res.Summary = fmt.Sprintf("%s Job on %s", action, strings.Join(nodes, ", "))
+	if env.Options.DryRun {
+		return res, nil
+	}
+	if action == "patch" {
+		ss.Records["jobs"] = record{After: strings.Join(nodes, ",")}
+		if err := ss.persist(ctx); err != nil {
+			return Result{}, err
+		}
+	}
+	for _, j := range jobs {
+		if err := waitJobComplete(ctx, env, j.GetName(), env.Options.Timeout); err != nil {
+			return Result{}, err
+		}
+	}
+	if action == "restore" {
+		// Both sets of Jobs have done their work.
+		for key, rec := range ss.Records {
+			if rec.Created && strings.HasPrefix(key, "Job ") {
+				name := key[strings.LastIndex(key, "/")+1:]
+				if _, err := deleteCreated(ctx, env, ss, namedObject("batch/v1", "Job", name)); err != nil {
+					return Result{}, err
+				}
+			}
+		}
+	}
+	res.Summary += ": completed"
+	return res, nil
+}
+
+func waitJobComplete(ctx context.Context, env *Env, name string, timeout time.Duration) error {
+	var last string
+	var failed error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		job := &batchv1.Job{}
+		if err := env.Client.Get(ctx, key(name), job); err != nil {
+			return false, err
+		}
+		for _, c := range job.Status.Conditions {
+			if c.Status != corev1.ConditionTrue {
+				continue
+			}
+			switch c.Type {
+			case batchv1.JobComplete:
+				return true, nil
+			case batchv1.JobFailed:
+				failed = fmt.Errorf("Job %s failed: %s (kubectl -n %s logs job/%s)", name, c.Message, tunnelnodes.Namespace, name)
+				return false, failed
+			}
+		}
+		last = fmt.Sprintf("%d active, %d failed", job.Status.Active, job.Status.Failed)
+		return false, nil
+	})
+	switch {
+	case failed != nil:
+		return failed
+	case err != nil:
+		return fmt.Errorf("Job %s not complete after %s (%s)", name, timeout, last)
+	}
+	return nil
+}
