@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/sync"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -96,6 +98,7 @@ func newRevertCommand() *cobra.Command {
 
 func newStatusCommand() *cobra.Command {
 	f := &surgeryFlags{}
+	var verifyDNS, edgeSelector string
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Report each install step: applied, not applied, or drifted",
@@ -121,12 +124,30 @@ func newStatusCommand() *cobra.Command {
 					drifted++
 				}
 			}
-			if drifted > 0 {
+			mismatches := 0
+			if verifyDNS != "" {
+				selector, err := labels.Parse(edgeSelector)
+				if err != nil {
+					return fmt.Errorf("--edge-node-selector: %w", err)
+				}
+				fmt.Fprintf(out, "\nNode names at %s:\n", verifyDNS)
+				if mismatches, err = install.VerifyDNS(cmd.Context(), env, verifyDNS, selector, out); err != nil {
+					return err
+				}
+			}
+			switch {
+			case drifted > 0 && mismatches > 0:
+				return fmt.Errorf("%d step(s) drifted, %d node name(s) resolve wrong", drifted, mismatches)
+			case drifted > 0:
 				return fmt.Errorf("%d step(s) drifted", drifted)
+			case mismatches > 0:
+				return fmt.Errorf("%d node name(s) resolve wrong", mismatches)
 			}
 			return nil
 		},
 	}
 	f.register(cmd, false)
+	cmd.Flags().StringVar(&verifyDNS, "verify-dns", "", "Also resolve every node name at this DNS server (IP:PORT, e.g. the kube-dns ClusterIP:53) and compare")
+	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", sync.DefaultEdgeNodeSelector, "Label selector of edge nodes, for --verify-dns")
 	return cmd
 }

@@ -75,7 +75,11 @@ func (f fieldEdit) revert(ctx context.Context, env *Env, ss *stepState) (changed
 func (f fieldEdit) status(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
 	cur, exists, err := f.get(ctx, env)
 	if err != nil {
-		return "", "", err
+		// An object missing or unreadable is a state to report, not a failure of status.
+		if ss.Applied {
+			return Drifted, err.Error(), nil
+		}
+		return NotApplied, err.Error(), nil
 	}
 	next, err := f.desired(cur, exists)
 	if err != nil {

@@ -82,7 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		errorsTotal.WithLabelValues("api").Inc()
 		return reconcile.Result{}, fmt.Errorf("reading tunnel service: %w", err)
 	}
-	tunnelIP := tunnelClusterIP(svc)
+	tunnelIP := tunnelnodes.TunnelClusterIP(svc)
 	if !tunnelIP.IsValid() {
 		// Writing now would drop every edge node; yurthosts keeps answering
 		// the stored records (and follows a recreated Service by itself).

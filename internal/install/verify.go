@@ -1,0 +1,111 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// VerifyDNS resolves every node name at server ("10.96.0.10:53") with a
+// real DNS query and prints, per node, the answer and the address it should
+// be (tunnel ClusterIP for edge nodes, InternalIP for cloud nodes): the
+// check an operator makes with dig from the apiserver host. It returns the
+// number of nodes whose answer is wrong.
+func VerifyDNS(ctx context.Context, env *Env, server string, edge labels.Selector, out io.Writer) (mismatches int, err error) {
+	if _, err := netip.ParseAddrPort(server); err != nil {
+		return 0, fmt.Errorf("--verify-dns %q: want IP:PORT, e.g. 10.96.0.10:53", server)
+	}
+	svc := &corev1.Service{}
+	if err := env.Client.Get(ctx, key(tunnelnodes.ServiceName), svc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+		svc = nil
+	}
+	tunnelIP := tunnelnodes.TunnelClusterIP(svc)
+	nodes := &corev1.NodeList{}
+	if err := env.Client.List(ctx, nodes); err != nil {
+		return 0, fmt.Errorf("listing nodes: %w", err)
+	}
+	c := &dns.Client{Timeout: 2 * time.Second}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		want, isEdge, reason := tunnelnodes.NodeAddress(n, edge, tunnelIP)
+		kind := "cloud"
+		if isEdge {
+			kind = "edge"
+		}
+		if reason != "" || !want.IsValid() {
+			fmt.Fprintf(out, "%-30s %-5s SKIPPED (%s)\n", n.Name, kind, strings.TrimSpace(reason+" no tunnel ClusterIP"))
+			continue
+		}
+		qtype := dns.TypeA
+		if want.Is6() {
+			qtype = dns.TypeAAAA
+		}
+		got, err := resolve(c, server, n.Name, qtype)
+		verdict := "OK"
+		switch {
+		case err != nil:
+			verdict = "FAIL (" + err.Error() + ")"
+			mismatches++
+		case len(got) != 1 || got[0] != want:
+			verdict = "MISMATCH"
+			mismatches++
+		}
+		fmt.Fprintf(out, "%-30s %-5s %-18s expected %-18s %s\n", n.Name, kind, joinAddrs(got), want, verdict)
+	}
+	return mismatches, nil
+}
+
+func resolve(c *dns.Client, server, name string, qtype uint16) ([]netip.Addr, error) {
+	m := new(dns.Msg).SetQuestion(dns.Fqdn(name), qtype)
+	var r *dns.Msg
+	var err error
+	for range 2 { // one retry: UDP may drop a packet
+		if r, _, err = c.Exchange(m, server); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.Rcode != dns.RcodeSuccess {
+		return nil, fmt.Errorf("%s", dns.RcodeToString[r.Rcode])
+	}
+	var addrs []netip.Addr
+	for _, rr := range r.Answer {
+		switch v := rr.(type) {
+		case *dns.A:
+			a, _ := netip.AddrFromSlice(v.A.To4())
+			addrs = append(addrs, a)
+		case *dns.AAAA:
+			a, _ := netip.AddrFromSlice(v.AAAA)
+			addrs = append(addrs, a)
+		}
+	}
+	slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
+	return addrs, nil
+}
+
+func joinAddrs(addrs []netip.Addr) string {
+	if len(addrs) == 0 {
+		return "-"
+	}
+	s := make([]string, len(addrs))
+	for i, a := range addrs {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,43 @@
+package tunnelnodes
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// NodeAddress is the address a node's name must resolve to: the tunnel
+// ClusterIP for an edge node (selected by edge), else the node's first
+// InternalIP, else its first ExternalIP. reason says why there is none.
+func NodeAddress(n *corev1.Node, edge labels.Selector, tunnelIP netip.Addr) (addr netip.Addr, isEdge bool, reason string) {
+	if edge.Matches(labels.Set(n.Labels)) {
+		return tunnelIP, true, ""
+	}
+	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, a := range n.Status.Addresses {
+			if a.Type != t {
+				continue
+			}
+			addr, err := netip.ParseAddr(a.Address)
+			if err != nil || addr.Zone() != "" {
+				return netip.Addr{}, false, "address " + truncate(a.Address) + " is not an IP"
+			}
+			return addr.Unmap(), false, ""
+		}
+	}
+	return netip.Addr{}, false, "no InternalIP or ExternalIP"
+}
+
+// TunnelClusterIP is the tunnel Service's primary ClusterIP; invalid when
+// the Service is missing or headless.
+func TunnelClusterIP(svc *corev1.Service) netip.Addr {
+	if svc == nil {
+		return netip.Addr{}
+	}
+	a, err := netip.ParseAddr(svc.Spec.ClusterIP)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a
+}
