@@ -225,7 +225,11 @@ func EnsureYurthosts(src string) (out string, changed bool, err error) {
 			kubernetes = d
 		}
 	}
-	indent := func(d *directive) string { return src[d.lineStart:d.start] }
+	// The indentation of the directive's line (it may share the line with "{").
+	indent := func(d *directive) string {
+		line := src[d.lineStart:d.start]
+		return line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+	}
 	switch {
 	case hosts != nil:
 		in := indent(hosts)

@@ -132,6 +132,12 @@ func FuzzEnsureYurthosts(f *testing.F) {
 		if !strings.Contains(out, "yurthosts {") {
 			t.Fatal("no yurthosts in the result")
 		}
+		// What CoreDNS could load before, it can load after.
+		if _, err := caddyfile.Parse("in", strings.NewReader(in), nil); err == nil {
+			if _, err := caddyfile.Parse("out", strings.NewReader(out), nil); err != nil {
+				t.Fatalf("CoreDNS cannot parse the result: %v\n%s", err, out)
+			}
+		}
 		again, changed, err := EnsureYurthosts(out)
 		if err != nil || changed || again != out {
 			t.Fatalf("not idempotent: changed %v err %v", changed, err)

@@ -17,7 +17,7 @@ type fieldEdit struct {
 	get func(ctx context.Context, env *Env) (value string, exists bool, err error)
 	// set writes value; exists false removes it.
 	set     func(ctx context.Context, env *Env, value string, exists bool) error
-	desired func(current string, exists bool) (string, error)
+	desired func(env *Env, current string, exists bool) (string, error)
 }
 
 // install makes the value desired, recording the value it had first.
@@ -27,7 +27,7 @@ func (f fieldEdit) install(ctx context.Context, env *Env, ss *stepState) (change
 	if err != nil {
 		return false, "", err
 	}
-	next, err := f.desired(cur, exists)
+	next, err := f.desired(env, cur, exists)
 	if err != nil {
 		return false, "", err
 	}
@@ -81,7 +81,7 @@ func (f fieldEdit) status(ctx context.Context, env *Env, ss *stepState) (StepSta
 		}
 		return NotApplied, err.Error(), nil
 	}
-	next, err := f.desired(cur, exists)
+	next, err := f.desired(env, cur, exists)
 	if err != nil {
 		return Drifted, err.Error(), nil
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -32,6 +34,24 @@ type Env struct {
 	Client    client.Client
 	Clientset kubernetes.Interface
 	Options   Options
+
+	serverVersion *version.Info
+}
+
+// serverOlderThan reports whether the apiserver is older than major.minor.
+func (e *Env) serverOlderThan(major, minor int) (bool, error) {
+	if e.serverVersion == nil {
+		v, err := e.Clientset.Discovery().ServerVersion()
+		if err != nil {
+			return false, fmt.Errorf("reading the server version: %w", err)
+		}
+		e.serverVersion = v
+	}
+	v, err := utilversion.ParseGeneric(e.serverVersion.GitVersion)
+	if err != nil {
+		return false, fmt.Errorf("server version %q: %w", e.serverVersion.GitVersion, err)
+	}
+	return v.LessThan(utilversion.MajorMinor(uint(major), uint(minor))), nil
 }
 
 // Result is what one step did (or, in a dry run, would do).

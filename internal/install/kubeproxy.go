@@ -12,19 +12,16 @@ import (
 // yurthub rewrites to itself on edge nodes). Only that one line changes, so
 // revert restores the text byte for byte. Already commented: unchanged.
 func CommentOutKubeconfig(conf string) (string, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(conf), &doc); err != nil {
-		return "", fmt.Errorf("kube-proxy config.conf is not YAML: %w", err)
+	root, err := parseKubeProxyConf(conf)
+	if err != nil {
+		return "", err
 	}
-	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		return "", fmt.Errorf("kube-proxy config.conf is not a KubeProxyConfiguration object")
-	}
-	if kind := mapValue(doc.Content[0], "kind"); kind == nil || kind.Value != "KubeProxyConfiguration" {
-		return "", fmt.Errorf("kube-proxy config.conf is not a KubeProxyConfiguration")
-	}
-	cc := mapValue(doc.Content[0], "clientConnection")
-	if cc == nil {
+	cc := mapValue(root, "clientConnection")
+	if cc == nil || cc.Tag == "!!null" {
 		return conf, nil
+	}
+	if cc.Kind != yaml.MappingNode || cc.Style&yaml.FlowStyle != 0 {
+		return "", fmt.Errorf("kube-proxy config.conf: clientConnection has an unexpected layout")
 	}
 	var keyNode *yaml.Node
 	for i := 0; i+1 < len(cc.Content); i += 2 {
@@ -47,4 +44,54 @@ func CommentOutKubeconfig(conf string) (string, error) {
 	}
 	lines[i] = line[:col] + "#" + line[col:]
 	return strings.Join(lines, ""), nil
+}
+
+// EnableEndpointSliceProxyingOff adds featureGates.EndpointSliceProxying:
+// false to a kube-proxy config.conf. Servers older than 1.22 need it: their
+// kube-proxy watches EndpointSlices, which yurthub did not serve then.
+// Already present: unchanged. Only lines are added, so revert restores the
+// text byte for byte.
+func EnableEndpointSliceProxyingOff(conf string) (string, error) {
+	root, err := parseKubeProxyConf(conf)
+	if err != nil {
+		return "", err
+	}
+	gates := mapValue(root, "featureGates")
+	const gate = "EndpointSliceProxying"
+	switch {
+	case gates == nil:
+		sep := "\n"
+		if conf == "" || strings.HasSuffix(conf, "\n") {
+			sep = ""
+		}
+		return conf + sep + "featureGates:\n  " + gate + ": false\n", nil
+	case gates.Kind != yaml.MappingNode || gates.Style&yaml.FlowStyle != 0:
+		return "", fmt.Errorf("kube-proxy config.conf: featureGates has an unexpected layout")
+	case mapValue(gates, gate) != nil:
+		if v := mapValue(gates, gate); v.Value != "false" {
+			return "", fmt.Errorf("kube-proxy config.conf sets %s: %s; it must be false on this server", gate, v.Value)
+		}
+		return conf, nil
+	}
+	// Insert as the first entry under featureGates, indented like the others.
+	lines := strings.SplitAfter(conf, "\n")
+	indent := strings.Repeat(" ", max(gates.Content[0].Column-1, 2))
+	at := gates.Content[0].Line - 1
+	lines = append(lines[:at], append([]string{indent + gate + ": false\n"}, lines[at:]...)...)
+	return strings.Join(lines, ""), nil
+}
+
+// parseKubeProxyConf returns the top-level mapping of a KubeProxyConfiguration.
+func parseKubeProxyConf(conf string) (*yaml.Node, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(conf), &doc); err != nil {
+		return nil, fmt.Errorf("kube-proxy config.conf is not YAML: %w", err)
+	}
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode || doc.Content[0].Style&yaml.FlowStyle != 0 {
+		return nil, fmt.Errorf("kube-proxy config.conf is not a KubeProxyConfiguration object in block style")
+	}
+	if kind := mapValue(doc.Content[0], "kind"); kind == nil || kind.Value != "KubeProxyConfiguration" {
+		return nil, fmt.Errorf("kube-proxy config.conf is not a KubeProxyConfiguration")
+	}
+	return doc.Content[0], nil
 }

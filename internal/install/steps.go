@@ -199,7 +199,7 @@ func syncStep() Step {
 }
 
 // configMapKeyEdit edits one key of a kube-system ConfigMap.
-func configMapKeyEdit(name, dataKey string, desired func(string, bool) (string, error)) fieldEdit {
+func configMapKeyEdit(name, dataKey string, desired func(*Env, string, bool) (string, error)) fieldEdit {
 	return fieldEdit{
 		key: fmt.Sprintf("ConfigMap %s/%s %s", tunnelnodes.Namespace, name, dataKey),
 		get: func(ctx context.Context, env *Env) (string, bool, error) {
@@ -274,7 +274,7 @@ func fieldStep(name, what string, f fieldEdit, after func(context.Context, *Env)
 }
 
 func corefileStep() Step {
-	edit := configMapKeyEdit(corednsName, corefileKey, func(cur string, exists bool) (string, error) {
+	edit := configMapKeyEdit(corednsName, corefileKey, func(_ *Env, cur string, exists bool) (string, error) {
 		if !exists {
 			return "", fmt.Errorf("ConfigMap coredns has no Corefile key")
 		}
@@ -310,17 +310,25 @@ func kubeDNSTopologyStep() Step {
 			}
 			return env.Client.Update(ctx, svc)
 		},
-		desired: func(string, bool) (string, error) { return topologyValue, nil },
+		desired: func(*Env, string, bool) (string, error) { return topologyValue, nil },
 	}
 	return fieldStep("kube-dns-topology", "kube-dns answers within the node pool ("+topologyKey+": "+topologyValue+")", edit, nil)
 }
 
 func kubeProxyStep() Step {
-	edit := configMapKeyEdit(kubeProxyName, kubeProxyConfKey, func(cur string, exists bool) (string, error) {
+	edit := configMapKeyEdit(kubeProxyName, kubeProxyConfKey, func(env *Env, cur string, exists bool) (string, error) {
 		if !exists {
 			return "", fmt.Errorf("ConfigMap kube-proxy has no %s key", kubeProxyConfKey)
 		}
-		return CommentOutKubeconfig(cur)
+		out, err := CommentOutKubeconfig(cur)
+		if err != nil {
+			return "", err
+		}
+		old, err := env.serverOlderThan(1, 22)
+		if err != nil || !old {
+			return out, err
+		}
+		return EnableEndpointSliceProxyingOff(out)
 	})
 	return fieldStep("kube-proxy", "clientConnection.kubeconfig commented out (kube-proxy uses the in-cluster config yurthub serves); rolling restart",
 		edit, restartKubeProxy)
@@ -370,7 +378,7 @@ func corednsDaemonSetStep() Step {
 			d.Spec.Replicas = new(int32(n))
 			return env.Client.Patch(ctx, d, patch)
 		},
-		desired: func(string, bool) (string, error) { return "0", nil },
+		desired: func(*Env, string, bool) (string, error) { return "0", nil },
 	}
 	daemonSet := func(ctx context.Context, env *Env) (*unstructured.Unstructured, error) {
 		d := &appsv1.Deployment{}
