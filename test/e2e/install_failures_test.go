@@ -51,16 +51,18 @@ func TestInstallResumesAfterFailures(t *testing.T) {
 		}
 	}
 	failures := []struct {
-		step  string
+		step   string
 		break_ func() (repair func())
-		error string
+		error  string
 	}{
 		{"rbac", func() func() {
 			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "yurtdns:coredns", Namespace: tunnelnodes.Namespace}}
 			if _, err := k.Client.RbacV1().Roles(tunnelnodes.Namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			return func() { _ = k.Client.RbacV1().Roles(tunnelnodes.Namespace).Delete(ctx, role.Name, metav1.DeleteOptions{}) }
+			return func() {
+				_ = k.Client.RbacV1().Roles(tunnelnodes.Namespace).Delete(ctx, role.Name, metav1.DeleteOptions{})
+			}
 		}, "already exists and was not created by yurtdns"},
 		{"corefile", func() func() { return editConfigMap("coredns", "Corefile", ".:53 {\n forward . /etc/resolv.conf\n}\n") },
 			"no kubernetes plugin"},
@@ -76,7 +78,9 @@ func TestInstallResumesAfterFailures(t *testing.T) {
 				}
 			}
 		}, `services "kube-dns" not found`},
-		{"kube-proxy", func() func() { return editConfigMap("kube-proxy", "config.conf", "kind: KubeProxyConfiguration\nclientConnection: {kubeconfig: /x}\n") },
+		{"kube-proxy", func() func() {
+			return editConfigMap("kube-proxy", "config.conf", "kind: KubeProxyConfiguration\nclientConnection: {kubeconfig: /x}\n")
+		},
 			"unexpected layout"},
 		{"control-plane", func() func() {
 			path := filepath.Join(k.manifests, "kube-apiserver.yaml")
