@@ -51,9 +51,9 @@ func TestInstallResumesAfterFailures(t *testing.T) {
 		}
 	}
 	failures := []struct {
-		step   string
-		break_ func() (repair func())
-		error  string
+		step    string
+		breakIt func() (repair func())
+		wantErr string
 	}{
 		{"rbac", func() func() {
 			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "yurtdns:coredns", Namespace: tunnelnodes.Namespace}}
@@ -105,10 +105,10 @@ func TestInstallResumesAfterFailures(t *testing.T) {
 		}, "already exists and was not created by yurtdns"},
 	}
 	for _, f := range failures {
-		repair := f.break_()
+		repair := f.breakIt()
 		out, err := k.run(t, "install")
-		if err == nil || !strings.Contains(out, "step "+f.step+":") || !strings.Contains(out, f.error) {
-			t.Fatalf("with %s broken: want an error naming the step and %q, got %v:\n%s", f.step, f.error, err, out)
+		if err == nil || !strings.Contains(out, "step "+f.step+":") || !strings.Contains(out, f.wantErr) {
+			t.Fatalf("with %s broken: want an error naming the step and %q, got %v:\n%s", f.step, f.wantErr, err, out)
 		}
 		repair()
 	}
