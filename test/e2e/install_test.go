@@ -347,4 +347,22 @@ func TestInstallTimeoutKeepsDNS(t *testing.T) {
 	if out, err := k.run(t, "status"); err != nil || strings.Count(out, " applied") != 7 {
 		t.Errorf("status: %v\n%s", err, out)
 	}
+
+	// What the user changed after install is theirs: revert leaves it.
+	svc, err := k.Client.CoreV1().Services(tunnelnodes.Namespace).Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Annotations["openyurt.io/topologyKeys"] = "kubernetes.io/hostname"
+	if _, err := k.Client.CoreV1().Services(tunnelnodes.Namespace).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = k.run(t, "revert")
+	if err != nil || !strings.Contains(out, "[kube-dns-topology] Service kube-system/kube-dns annotation openyurt.io/topologyKeys changed since install: left as it is") {
+		t.Errorf("revert: %v\n%s", err, out)
+	}
+	svc, _ = k.Client.CoreV1().Services(tunnelnodes.Namespace).Get(ctx, "kube-dns", metav1.GetOptions{})
+	if svc.Annotations["openyurt.io/topologyKeys"] != "kubernetes.io/hostname" {
+		t.Errorf("revert overwrote the user's annotation: %v", svc.Annotations)
+	}
 }
