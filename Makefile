@@ -44,11 +44,12 @@ test: deps test-tools
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
 ## fuzz: every Go fuzz test for FUZZTIME each (make fuzz FUZZTIME=5m for a long run).
+## Seed corpora and crash regressions live in each package's testdata/fuzz.
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-			echo "fuzz $$pkg $$f"; \
-			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+		for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+			echo "fuzz $$(dirname $$file) $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./$$(dirname $$file); \
 		done; \
 	done
 
