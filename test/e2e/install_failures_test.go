@@ -23,7 +23,7 @@ func TestInstallResumesAfterFailures(t *testing.T) {
 	ctx := context.Background()
 	cms := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace)
 	original := k.snapshot(t)
-	stop := k.markRolloutsAvailable(t)
+	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
 	defer stop()
 
 	editConfigMap := func(name, key, value string) (restore func()) {

@@ -14,7 +14,6 @@ import (
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,34 +49,6 @@ func newKubeadmCluster(t *testing.T) *kubeadmCluster {
 		}
 	}
 	return k
-}
-
-// markRolloutsAvailable plays the DaemonSet and Deployment controllers
-// (envtest runs none): it writes the status they would write once the pods
-// are up — 3 nodes for the coredns DaemonSet, all replicas for the
-// Deployment — until stop is closed.
-func (k *kubeadmCluster) markRolloutsAvailable(t *testing.T) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			if ds, err := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{}); err == nil &&
-				ds.Status.ObservedGeneration < ds.Generation {
-				ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: ds.Generation, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3,
-					UpdatedNumberScheduled: 3, NumberReady: 3, NumberAvailable: 3}
-				_, _ = k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).UpdateStatus(ctx, ds, metav1.UpdateOptions{})
-			}
-			if d, err := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{}); err == nil &&
-				(d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas != *d.Spec.Replicas) {
-				d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: *d.Spec.Replicas,
-					UpdatedReplicas: *d.Spec.Replicas, ReadyReplicas: *d.Spec.Replicas, AvailableReplicas: *d.Spec.Replicas}
-				_, _ = k.Client.AppsV1().Deployments(tunnelnodes.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{})
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 // run runs a tunnel-nodes-sync subcommand against the cluster and returns
@@ -199,7 +170,7 @@ func TestInstallRevert(t *testing.T) {
 		t.Fatalf("dry run wrote objects")
 	}
 
-	stop := k.markRolloutsAvailable(t)
+	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
 	defer stop()
 	out, err = k.run(t, "install", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test")
 	if err != nil {
@@ -333,7 +304,7 @@ func TestInstallTimeoutKeepsDNS(t *testing.T) {
 		t.Errorf("steps after the failed one ran:\n%s", out)
 	}
 
-	stop := k.markRolloutsAvailable(t)
+	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
 	defer stop()
 	out, err = k.run(t, "install")
 	if err != nil {

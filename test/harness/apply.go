@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -16,7 +15,7 @@ import (
 // Apply server-side-applies objects as the admin, as `kubectl apply
 // --server-side` would; with dryRun the apiserver validates and admits them
 // but stores nothing.
-func (cp *ControlPlane) Apply(t testing.TB, objs []*unstructured.Unstructured, dryRun bool) {
+func (cp *ControlPlane) Apply(t TB, objs []*unstructured.Unstructured, dryRun bool) {
 	t.Helper()
 	c, err := client.New(cp.Config, client.Options{})
 	if err != nil {
@@ -37,7 +36,7 @@ func (cp *ControlPlane) Apply(t testing.TB, objs []*unstructured.Unstructured, d
 // ServiceAccount namespace/name (a client certificate with the user name and
 // groups the apiserver gives that ServiceAccount's tokens), so RBAC treats
 // the binary exactly as it would treat the pod.
-func (cp *ControlPlane) ServiceAccountKubeconfig(t testing.TB, namespace, name string) string {
+func (cp *ControlPlane) ServiceAccountKubeconfig(t TB, namespace, name string) string {
 	t.Helper()
 	return cp.KubeconfigFor(t, "system:serviceaccount:"+namespace+":"+name,
 		"system:serviceaccounts", "system:serviceaccounts:"+namespace, "system:authenticated")
@@ -45,7 +44,7 @@ func (cp *ControlPlane) ServiceAccountKubeconfig(t testing.TB, namespace, name s
 
 // CreateFromFile creates every object of a multi-document YAML file (a
 // kubeadm-shaped fixture) and returns them as created.
-func (cp *ControlPlane) CreateFromFile(t testing.TB, path string) []*unstructured.Unstructured {
+func (cp *ControlPlane) CreateFromFile(t TB, path string) []*unstructured.Unstructured {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -91,7 +90,7 @@ func AssetsDir() (string, error) {
 }
 
 // Start runs a control plane for the test and stops it when the test ends.
-func Start(t testing.TB, opts Options) *ControlPlane {
+func Start(t TB, opts Options) *ControlPlane {
 	t.Helper()
 	assets, err := AssetsDir()
 	if err != nil {
@@ -139,7 +138,7 @@ func Start(t testing.TB, opts Options) *ControlPlane {
 // KubeconfigFor provisions a user (authenticated by client certificate) and
 // returns the path of a kubeconfig for it, to run a binary with exactly that
 // identity's permissions.
-func (cp *ControlPlane) KubeconfigFor(t testing.TB, name string, groups ...string) string {
+func (cp *ControlPlane) KubeconfigFor(t TB, name string, groups ...string) string {
 	t.Helper()
 	user, err := cp.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	if err != nil {
@@ -148,7 +147,7 @@ func (cp *ControlPlane) KubeconfigFor(t testing.TB, name string, groups ...strin
 	return cp.writeKubeconfig(t, user)
 }
 
-func (cp *ControlPlane) writeKubeconfig(t testing.TB, user *envtest.AuthenticatedUser) string {
+func (cp *ControlPlane) writeKubeconfig(t TB, user *envtest.AuthenticatedUser) string {
 	t.Helper()
 	data, err := user.KubeConfig()
 	if err != nil {
@@ -169,7 +168,7 @@ func (cp *ControlPlane) writeKubeconfig(t testing.TB, user *envtest.Authenticate
 // network would end it (etcd keeps running), to test how the binaries ride
 // out an outage. envtest's own Stop drains watches gracefully for tens of
 // seconds, which is not an outage.
-func (cp *ControlPlane) KillAPIServer(t testing.TB) {
+func (cp *ControlPlane) KillAPIServer(t TB) {
 	t.Helper()
 	pid, err := findProcess("kube-apiserver", "--secure-port="+cp.env.ControlPlane.APIServer.SecureServing.Port)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -48,7 +47,7 @@ type CoreDNSOptions struct {
 
 // StartCoreDNS writes the Corefile template with free loopback ports and the
 // given kubeconfig, starts coredns-yurt on it and waits until /ready answers.
-func StartCoreDNS(t testing.TB, kubeconfig, corefileTemplate string, opts ...CoreDNSOptions) *CoreDNS {
+func StartCoreDNS(t TB, kubeconfig, corefileTemplate string, opts ...CoreDNSOptions) *CoreDNS {
 	t.Helper()
 	v := CorefileVars{
 		DNSPort:     FreePort(t),

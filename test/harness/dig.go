@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // RR is one record of dig's answer section.
@@ -49,7 +48,7 @@ var (
 // Dig runs the real dig against server ("127.0.0.1:5353") for name and
 // qtype; extra are further dig options such as "+tcp". It fails the test if
 // dig cannot get an answer at all.
-func Dig(t testing.TB, server, name, qtype string, extra ...string) DigResult {
+func Dig(t TB, server, name, qtype string, extra ...string) DigResult {
 	t.Helper()
 	r, err := DigErr(server, name, qtype, extra...)
 	if err != nil {

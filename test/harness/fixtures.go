@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"testing"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
@@ -41,7 +40,7 @@ func (n Node) Object() *corev1.Node {
 
 // CreateNode creates the node with its addresses (status is written through
 // the status subresource, as the kubelet does).
-func (cp *ControlPlane) CreateNode(t testing.TB, n Node) *corev1.Node {
+func (cp *ControlPlane) CreateNode(t TB, n Node) *corev1.Node {
 	t.Helper()
 	ctx := context.Background()
 	want := n.Object()
@@ -85,7 +84,7 @@ func TunnelService(clusterIPs ...string) *corev1.Service {
 }
 
 // CreateService creates svc and returns it as stored (with its ClusterIPs).
-func (cp *ControlPlane) CreateService(t testing.TB, svc *corev1.Service) *corev1.Service {
+func (cp *ControlPlane) CreateService(t TB, svc *corev1.Service) *corev1.Service {
 	t.Helper()
 	created, err := cp.Client.CoreV1().Services(svc.Namespace).Create(context.Background(), svc, metav1.CreateOptions{})
 	if err != nil {
@@ -95,7 +94,7 @@ func (cp *ControlPlane) CreateService(t testing.TB, svc *corev1.Service) *corev1
 }
 
 // DeleteService deletes a Service; its ClusterIP is released with it.
-func (cp *ControlPlane) DeleteService(t testing.TB, namespace, name string) {
+func (cp *ControlPlane) DeleteService(t TB, namespace, name string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := cp.Client.CoreV1().Services(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
@@ -112,7 +111,7 @@ func ServerConfig(data map[string]string) *corev1.ConfigMap {
 }
 
 // ApplyConfigMap creates the ConfigMap or replaces its data, labels and annotations.
-func (cp *ControlPlane) ApplyConfigMap(t testing.TB, cm *corev1.ConfigMap) *corev1.ConfigMap {
+func (cp *ControlPlane) ApplyConfigMap(t TB, cm *corev1.ConfigMap) *corev1.ConfigMap {
 	t.Helper()
 	ctx := context.Background()
 	cms := cp.Client.CoreV1().ConfigMaps(cm.Namespace)

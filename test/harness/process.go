@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -22,7 +21,7 @@ var (
 
 // Binary builds ./cmd/NAME of this module once per test process and returns
 // the path of the executable.
-func Binary(t testing.TB, name string) string {
+func Binary(t TB, name string) string {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
@@ -75,7 +74,7 @@ func (p *Process) Output() string {
 
 // StartProcess runs bin with args. When the test ends the process is
 // stopped, and its output is logged if the test failed.
-func StartProcess(t testing.TB, bin string, args ...string) *Process {
+func StartProcess(t TB, bin string, args ...string) *Process {
 	t.Helper()
 	p := &Process{cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p, p
@@ -113,7 +112,7 @@ func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig)
 
 // Wait waits for the process to exit by itself and returns how it ended
 // (nil for exit status 0); it fails the test after timeout.
-func (p *Process) Wait(t testing.TB, timeout time.Duration) error {
+func (p *Process) Wait(t TB, timeout time.Duration) error {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -140,7 +139,7 @@ func (p *Process) Stop() {
 
 // WaitHTTP200 polls url until it answers 200 OK, failing the test after
 // timeout or when the process exits first.
-func (p *Process) WaitHTTP200(t testing.TB, url string, timeout time.Duration) {
+func (p *Process) WaitHTTP200(t TB, url string, timeout time.Duration) {
 	t.Helper()
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(timeout)
@@ -166,7 +165,7 @@ func (p *Process) WaitHTTP200(t testing.TB, url string, timeout time.Duration) {
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and is
 // also free for UDP.
-func FreePort(t testing.TB) int {
+func FreePort(t TB) int {
 	t.Helper()
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -187,7 +186,7 @@ func FreePort(t testing.TB) int {
 
 // Eventually calls check until it returns nil or timeout passes, then fails
 // the test with check's last error.
-func Eventually(t testing.TB, timeout time.Duration, check func() error) {
+func Eventually(t TB, timeout time.Duration, check func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

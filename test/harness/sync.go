@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
-	"testing"
 	"time"
 )
 
@@ -18,7 +17,7 @@ type Sync struct {
 
 // StartSync runs `tunnel-nodes-sync run` against the kubeconfig with
 // loopback metrics and probe ports, followed by args, and waits for /readyz.
-func StartSync(t testing.TB, kubeconfig string, args ...string) *Sync {
+func StartSync(t TB, kubeconfig string, args ...string) *Sync {
 	t.Helper()
 	metrics := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	probes := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
@@ -36,7 +35,7 @@ func StartSync(t testing.TB, kubeconfig string, args ...string) *Sync {
 
 // Metric reads one sample (name with its labels, exactly as exposed) from a
 // Prometheus endpoint; absent samples read as -1.
-func Metric(t testing.TB, url, sample string) float64 {
+func Metric(t TB, url, sample string) float64 {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
