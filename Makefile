@@ -58,8 +58,11 @@ bench: deps test-tools
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ | tee $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench . -benchmem ./plugin/... | tee -a $(BIN)/bench.txt
 
-demo:
-	@echo "make demo: not yet (lands with the demo issue)"; exit 1
+## demo: a local control plane seeded like a small OpenYurt cluster, install, the sync,
+## coredns-yurt and dig answering node names; runs until Ctrl-C, then stops everything.
+demo: deps test-tools
+	$(GO) build -o $(BIN)/yurtdns-demo ./test/demo
+	$(BIN)/yurtdns-demo
 
 image:
 	@echo "make image: not yet (lands with the images issue)"; exit 1
