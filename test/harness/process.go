@@ -19,8 +19,8 @@ var (
 	builtPaths = map[string]string{}
 )
 
-// Binary builds ./cmd/NAME of this module once per test process and returns
-// the path of the executable.
+// Binary builds ./cmd/NAME of this module (static, CGO_ENABLED=0, as the
+// images ship it) once per process and returns the path of the executable.
 func Binary(t TB, name string) string {
 	t.Helper()
 	buildMu.Lock()
@@ -39,8 +39,10 @@ func Binary(t TB, name string) string {
 		}
 	}
 	path := filepath.Join(buildDir, name)
-	cmd := exec.Command("go", "build", "-o", path, "./cmd/"+name)
+	// Static, as in the images (and sharing their build cache).
+	cmd := exec.Command("go", "build", "-trimpath", "-o", path, "./cmd/"+name)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
 	}

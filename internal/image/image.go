@@ -1,0 +1,184 @@
+// Package image builds yurtdns's container images without a container
+// engine (none runs here): one layer with the static binary, the CA
+// certificates and a passwd entry for the non-root user, written as an OCI
+// image layout in a tar file (`skopeo copy oci-archive:...`, `podman load`,
+// `ctr images import` read it).
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// NonRoot is the user the images run as (distroless's "nonroot").
+const NonRoot = "65532:65532"
+
+// Spec describes one image.
+type Spec struct {
+	// Binary is the path of a static (CGO_ENABLED=0) binary.
+	Binary string
+	// Entrypoint is where the binary goes, e.g. "/coredns" as in the stock
+	// CoreDNS image, so `-conf /etc/coredns/Corefile` args work unchanged.
+	Entrypoint string
+	// Ports are exposed ports such as "53/udp".
+	Ports []string
+	// CACertificates is the CA bundle to include.
+	CACertificates string
+}
+
+// epoch makes the layer reproducible: the same binary gives the same digest.
+var epoch = time.Unix(0, 0).UTC()
+
+// Build assembles the image.
+func Build(s Spec) (v1.Image, error) {
+	bin, err := os.ReadFile(s.Binary)
+	if err != nil {
+		return nil, err
+	}
+	certs, err := os.ReadFile(s.CACertificates)
+	if err != nil {
+		return nil, fmt.Errorf("CA certificates: %w", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := []string{"etc/", "etc/ssl/", "etc/ssl/certs/", "home/", "home/nonroot/", "tmp/"}
+	for _, d := range dirs {
+		mode := int64(0o755)
+		if d == "tmp/" {
+			mode = 0o1777
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode, ModTime: epoch}); err != nil {
+			return nil, err
+		}
+	}
+	files := []struct {
+		name string
+		mode int64
+		data []byte
+	}{
+		{"etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{"etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n")},
+		{"etc/ssl/certs/ca-certificates.crt", 0o644, certs},
+		{s.Entrypoint[1:], 0o755, bin},
+	}
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: epoch}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
+		tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
+	if err != nil {
+		return nil, err
+	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Created = "linux", runtime.GOARCH, v1.Time{Time: epoch}
+	cf.Config.Entrypoint = []string{s.Entrypoint}
+	cf.Config.User = NonRoot
+	cf.Config.WorkingDir = "/"
+	cf.Config.Env = []string{"PATH=/", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
+	cf.Config.ExposedPorts = map[string]struct{}{}
+	for _, p := range s.Ports {
+		cf.Config.ExposedPorts[p] = struct{}{}
+	}
+	return mutate.ConfigFile(img, cf)
+}
+
+// WriteOCIArchive writes img, tagged ref, as an OCI image layout tar file.
+func WriteOCIArchive(path, ref string, img v1.Image) error {
+	dir, err := os.MkdirTemp("", "oci-layout-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})); err != nil {
+		return err
+	}
+	return tarDir(dir, path)
+}
+
+// tarDir archives dir's files (sorted, fixed times) into path.
+func tarDir(dir, path string) error {
+	var names []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		names = append(names, p)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	tw := tar.NewWriter(out)
+	for _, p := range names {
+		info, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		hdr := &tar.Header{Name: filepath.ToSlash(rel), Mode: 0o644, ModTime: epoch, Typeflag: tar.TypeReg, Size: info.Size()}
+		if info.IsDir() {
+			hdr = &tar.Header{Name: filepath.ToSlash(rel) + "/", Mode: 0o755, ModTime: epoch, Typeflag: tar.TypeDir}
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !info.IsDir() {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(tw, f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return out.Close()
+}

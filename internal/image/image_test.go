@@ -1,0 +1,150 @@
+package image
+
+import (
+	"archive/tar"
+	"debug/elf"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+)
+
+// untar extracts a tar stream into dir.
+func untar(t *testing.T, r io.Reader, dir string) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, h.Name)
+		if !strings.HasPrefix(p, filepath.Clean(dir)+string(os.PathSeparator)) {
+			t.Fatalf("entry %q escapes the directory", h.Name)
+		}
+		if h.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, os.FileMode(h.Mode))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(f, tr); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
+// TestImages builds both images, reads each archive back as an OCI layout,
+// checks the config, unpacks the layers into a directory and runs the
+// binary from there: static (no ELF interpreter), so the image needs nothing
+// else.
+func TestImages(t *testing.T) {
+	for _, tc := range []struct {
+		name, entrypoint string
+		ports            []string
+		run              [][]string
+		wantOutput       []string
+	}{
+		{"coredns-yurt", "/coredns", []string{"53/udp", "53/tcp", "9153/tcp"},
+			[][]string{{"-version"}, {"-plugins"}}, []string{"CoreDNS-1.15.0+yurthosts-", "yurthosts"}},
+		{"tunnel-nodes-sync", "/tunnel-nodes-sync", []string{"8080/tcp", "8081/tcp"},
+			[][]string{{"--version"}, {"install", "--help"}}, []string{"tunnel-nodes-sync version", "--control-plane-jobs"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			img, err := Build(Spec{Binary: harness.Binary(t, tc.name), Entrypoint: tc.entrypoint, Ports: tc.ports,
+				CACertificates: "/etc/ssl/certs/ca-certificates.crt"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			archive := filepath.Join(t.TempDir(), tc.name+".tar")
+			if err := WriteOCIArchive(archive, "yurtdns/"+tc.name+":test", img); err != nil {
+				t.Fatal(err)
+			}
+
+			// Read it back the way a runtime would: untar the OCI layout.
+			layoutDir := t.TempDir()
+			f, err := os.Open(archive)
+			if err != nil {
+				t.Fatal(err)
+			}
+			untar(t, f, layoutDir)
+			f.Close()
+			idx, err := layout.ImageIndexFromPath(layoutDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := idx.IndexManifest()
+			if err != nil || len(m.Manifests) != 1 || m.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "yurtdns/"+tc.name+":test" {
+				t.Fatalf("index: %v %+v", err, m)
+			}
+			loaded, err := idx.Image(m.Manifests[0].Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cf, err := loaded.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cf.Config.Entrypoint, []string{tc.entrypoint}) || cf.Config.User != NonRoot || cf.OS != "linux" {
+				t.Errorf("config: entrypoint %v user %q os %q", cf.Config.Entrypoint, cf.Config.User, cf.OS)
+			}
+			for _, p := range tc.ports {
+				if _, ok := cf.Config.ExposedPorts[p]; !ok {
+					t.Errorf("port %s not exposed: %v", p, cf.Config.ExposedPorts)
+				}
+			}
+
+			root := t.TempDir()
+			layers, err := loaded.Layers()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range layers {
+				rc, err := l.Uncompressed()
+				if err != nil {
+					t.Fatal(err)
+				}
+				untar(t, rc, root)
+				rc.Close()
+			}
+			bin := filepath.Join(root, tc.entrypoint)
+			e, err := elf.Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range e.Progs {
+				if p.Type == elf.PT_INTERP {
+					t.Errorf("%s is dynamically linked: the image has no libc", tc.entrypoint)
+				}
+			}
+			e.Close()
+			if _, err := os.Stat(filepath.Join(root, "etc/ssl/certs/ca-certificates.crt")); err != nil {
+				t.Errorf("no CA certificates: %v", err)
+			}
+			for i, args := range tc.run {
+				out, err := exec.Command(bin, args...).CombinedOutput()
+				if err != nil || !strings.Contains(string(out), tc.wantOutput[i]) {
+					t.Errorf("%s %v: %v\n%s", tc.entrypoint, args, err, out)
+				}
+			}
+		})
+	}
+}
