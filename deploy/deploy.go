@@ -17,9 +17,15 @@ import (
 // Kustomizations that can be rendered.
 const (
 	TunnelNodesSync = "tunnel-nodes-sync"
+	CoreDNSYurt     = "coredns-yurt"
+	// CoreDNSRBAC is the part of CoreDNSYurt that install's rbac step applies.
+	CoreDNSRBAC = "coredns-yurt/rbac"
 )
 
-//go:embed tunnel-nodes-sync
+// Dirs are every kustomization above, for tests that apply them all.
+var Dirs = []string{TunnelNodesSync, CoreDNSYurt}
+
+//go:embed tunnel-nodes-sync coredns-yurt
 var manifests embed.FS
 
 // Render builds the kustomization in directory dir (one of the constants).

@@ -132,3 +132,19 @@ spec:
 		t.Errorf("sidecar not added next to the tunnel server:\n%s", yaml)
 	}
 }
+
+func TestRenderCoreDNSYurt(t *testing.T) {
+	objs, err := Render(CoreDNSYurt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range [][2]string{{"Role", "yurtdns:coredns"}, {"RoleBinding", "yurtdns:coredns"}, {"ConfigMap", "coredns"}, {"DaemonSet", "coredns"}} {
+		if o := find(objs, want[0], want[1]); o == nil || o.GetNamespace() != "kube-system" {
+			t.Errorf("%s %s not rendered in kube-system", want[0], want[1])
+		}
+	}
+	rbac, err := Render(CoreDNSRBAC)
+	if err != nil || len(rbac) != 2 {
+		t.Errorf("rbac part: %d objects, %v", len(rbac), err)
+	}
+}

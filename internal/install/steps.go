@@ -127,26 +127,10 @@ func objectsStep(name string, objects func(*Env) ([]*unstructured.Unstructured, 
 }
 
 // rbacStep lets CoreDNS's ServiceAccount read the records ConfigMap and the
-// tunnel Service, each by name only.
+// tunnel Service, each by name only: deploy/coredns-yurt/rbac.
 func rbacStep() Step {
 	return objectsStep("rbac", func(*Env) ([]*unstructured.Unstructured, error) {
-		role := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-			"metadata": map[string]any{"name": "yurtdns:coredns", "namespace": tunnelnodes.Namespace},
-			"rules": []any{
-				map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"},
-					"resourceNames": []any{tunnelnodes.ConfigMapName}, "verbs": []any{"get", "list", "watch"}},
-				map[string]any{"apiGroups": []any{""}, "resources": []any{"services"},
-					"resourceNames": []any{tunnelnodes.ServiceName}, "verbs": []any{"get", "list", "watch"}},
-			},
-		}}
-		binding := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-			"metadata": map[string]any{"name": "yurtdns:coredns", "namespace": tunnelnodes.Namespace},
-			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "yurtdns:coredns"},
-			"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": corednsName, "namespace": tunnelnodes.Namespace}},
-		}}
-		return []*unstructured.Unstructured{role, binding}, nil
+		return deploy.Render(deploy.CoreDNSRBAC)
 	})
 }
 

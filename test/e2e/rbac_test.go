@@ -18,6 +18,19 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
+// TestDeployManifestsDryRun: every kustomization under deploy/ is accepted
+// by the apiserver (server-side apply, dry run: validation and admission).
+func TestDeployManifestsDryRun(t *testing.T) {
+	cp := harness.Start(t, harness.Options{})
+	for _, dir := range deploy.Dirs {
+		objs, err := deploy.Render(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		cp.Apply(t, objs, true)
+	}
+}
+
 // TestDeployManifestsAndSyncRBAC applies deploy/tunnel-nodes-sync (the
 // Deployment with a server-side dry run: envtest runs no pods), then runs
 // the real sync binary as its ServiceAccount: it must do its whole job with
