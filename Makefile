@@ -53,10 +53,13 @@ fuzz:
 		done; \
 	done
 
-## bench: dnsperf (yurthosts vs hosts vs whoami), propagation and scale, on the real binaries.
+## bench: dnsperf (yurthosts vs hosts vs whoami), propagation, scale and sync benchmarks on the
+## real binaries and apiserver; writes bench/results.md and bench/latency.svg (about 8 minutes).
 bench: deps test-tools
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ | tee $(BIN)/bench.txt
-	$(GO) test -run '^$$' -bench . -benchmem ./plugin/... | tee -a $(BIN)/bench.txt
+	rm -rf $(BIN)/bench-data
+	set -o pipefail; YURTDNS_BENCH_OUT=$(CURDIR)/$(BIN)/bench-data $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ | tee $(BIN)/bench.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem ./plugin/... | tee -a $(BIN)/bench.txt
+	$(GO) run ./hack/benchreport -in $(BIN)/bench-data -out bench
 
 ## demo: a local control plane seeded like a small OpenYurt cluster, install, the sync,
 ## coredns-yurt and dig answering node names; runs until Ctrl-C, then stops everything.

@@ -104,6 +104,7 @@ func BenchmarkDNSPerf(b *testing.B) {
 	// Latency percentiles per round; the median round is reported, so one
 	// round hit by a scheduling hiccup of the shared machine does not decide.
 	p50s, p99s := map[string][]float64{}, map[string][]float64{}
+	allLatencies := map[string][]float64{} // µs, for the distribution chart
 	for range rounds {
 		for _, p := range order {
 			r := maxQPS(b, pid, ports[p], queries, runFor)
@@ -113,6 +114,9 @@ func BenchmarkDNSPerf(b *testing.B) {
 		// Latency at a fixed, realistic rate, well below saturation.
 		for _, p := range order {
 			lat := latencies(b, ports[p], queries, latencyRate, 2*time.Second)
+			for _, l := range lat {
+				allLatencies[p] = append(allLatencies[p], float64(l.Microseconds()))
+			}
 			p50s[p] = append(p50s[p], float64(percentile(lat, 0.50).Microseconds()))
 			p99s[p] = append(p99s[p], float64(percentile(lat, 0.99).Microseconds()))
 		}
@@ -136,6 +140,14 @@ func BenchmarkDNSPerf(b *testing.B) {
 	b.Logf("capacity ratios from CPU per query: yurthosts/whoami %.3f, yurthosts/hosts %.3f", cw/cy, ch/cy)
 	b.ReportMetric(cw/cy, "cpu-capacity-yurthosts/whoami")
 	b.ReportMetric(ch/cy, "cpu-capacity-yurthosts/hosts")
+	for _, p := range order {
+		slices.Sort(allLatencies[p])
+		allLatencies[p] = sample(allLatencies[p], 500)
+	}
+	record(b, "dnsperf", map[string]any{
+		"records": len(names), "rounds": rounds, "round_seconds": runFor.Seconds(), "latency_rate": latencyRate,
+		"qps": qps, "cpu_us_per_query": cpu, "p50_us": p50s, "p99_us": p99s, "latency_us_sample": allLatencies,
+	})
 }
 
 func mustPort(b testing.TB, addr string) int {
@@ -232,6 +244,14 @@ func BenchmarkPropagation(b *testing.B) {
 	b.ReportMetric(float64(percentile(viaAPI, 0.99).Microseconds())/1000, "p99-ms-yurthosts")
 	b.ReportMetric(float64(percentile(viaFile, 0.5).Microseconds())/1000, "p50-ms-hostsfile")
 	b.ReportMetric(float64(percentile(viaFile, 0.99).Microseconds())/1000, "p99-ms-hostsfile")
+	ms := func(ds []time.Duration) []float64 {
+		out := make([]float64, len(ds))
+		for i, d := range ds {
+			out[i] = float64(d.Microseconds()) / 1000
+		}
+		return out
+	}
+	record(b, "propagation", map[string]any{"changes": changes, "yurthosts_ms": ms(viaAPI), "hostsfile_ms": ms(viaFile)})
 	b.Logf("%d changes: yurthosts p50 %s p99 %s max %s; hosts file reload 300ms p50 %s p99 %s",
 		changes, percentile(viaAPI, 0.5), percentile(viaAPI, 0.99), viaAPI[len(viaAPI)-1],
 		percentile(viaFile, 0.5), percentile(viaFile, 0.99))
