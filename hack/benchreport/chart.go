@@ -47,7 +47,7 @@ func chart(panels ...panel) string {
 		left, right, top, bottom := x0+pad, x0+w-20, 30.0, h-pad
 		fmt.Fprintf(&b, `<text x="%.0f" y="18" font-size="13">%s</text>`+"\n", left, p.title)
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#999"/>`+"\n", left, top, right-left, bottom-top)
-		for _, q := range []float64{0, 0.5, 0.9, 0.99, 1} {
+		for _, q := range []float64{0, 0.5, 0.9, 0.99} {
 			y := bottom - q*(bottom-top)
 			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end">%g</text>`+"\n", left-4, y+4, q)
 		}
@@ -64,7 +64,7 @@ func chart(panels ...panel) string {
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", colors[j%len(colors)], strings.Join(pts, " "))
 			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`+"\n", left+8, top+14+float64(j)*14, colors[j%len(colors)], s.name)
 		}
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">fraction of answers ≤ x (CDF)</text>`+"\n", (left+right)/2, h-12)
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">x: time; y: fraction of answers within x (CDF)</text>`+"\n", (left+right)/2, h-12)
 	}
 	b.WriteString("</svg>\n")
 	return b.String()
