@@ -75,7 +75,7 @@ func EnableEndpointSliceProxyingOff(conf string) (string, error) {
 	}
 	// Insert as the first entry under featureGates, indented like the others.
 	lines := strings.SplitAfter(conf, "\n")
-	indent := strings.Repeat(" ", max(gates.Content[0].Column-1, 2))
+	indent := strings.Repeat(" ", gates.Content[0].Column-1)
 	at := gates.Content[0].Line - 1
 	lines = append(lines[:at], append([]string{indent + gate + ": false\n"}, lines[at:]...)...)
 	return strings.Join(lines, ""), nil
