@@ -37,11 +37,13 @@ deps:
 		$(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
 	fi
 
-## test: vet, unit + integration + e2e tests with -race, and a short run of every fuzz test.
+## test: vet, unit + integration + e2e tests with -race. Every fuzz test runs its seed and
+## regression corpus (testdata/fuzz) here; random fuzzing is `make fuzz`, kept out of this
+## target because the Go fuzz engine itself sometimes fails a time-boxed run under load
+## ("context deadline exceeded") and CI must not flake.
 test: deps test-tools
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
-	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
 ## fuzz: every Go fuzz test for FUZZTIME each (make fuzz FUZZTIME=5m for a long run).
 ## Seed corpora and crash regressions live in each package's testdata/fuzz.
