@@ -37,7 +37,7 @@ type Profile struct {
 var Profiles = map[string]Profile{
 	"yurt-tunnel": {ConfigMap: tunnelnodes.ConfigMapName, Service: tunnelnodes.ServiceName, ServerConfig: tunnelnodes.ServerConfigName},
 	// Raven manages its own proxy ports (in raven-cfg): the sync keeps only its records.
-	"raven": {ConfigMap: "edge-tunnel-nodes", Service: "x-raven-proxy-internal-svc"},
+	"raven": {ConfigMap: tunnelnodes.RavenConfigMapName, Service: tunnelnodes.RavenServiceName},
 }
 
 // DefaultEdgeNodeSelector selects OpenYurt edge nodes.

@@ -15,6 +15,11 @@ const (
 	// ServerConfigName is the tunnel server's ConfigMap that lists the extra proxied ports.
 	ServerConfigName = "yurt-tunnel-server-cfg"
 
+	// RavenConfigMapName and RavenServiceName are the same objects under
+	// Raven, OpenYurt's other cloud-edge tunnel.
+	RavenConfigMapName = "edge-tunnel-nodes"
+	RavenServiceName   = "x-raven-proxy-internal-svc"
+
 	// EdgeNodeLabel marks an edge node (value "true").
 	EdgeNodeLabel = "openyurt.io/is-edge-worker"
 
