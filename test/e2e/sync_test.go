@@ -17,6 +17,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -252,7 +253,10 @@ func TestSyncConcurrentWriter(t *testing.T) {
 	const writes = 60
 	wg.Go(func() {
 		for i := range writes {
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			// Patient: the sync (debounce 0) keeps writing too, and a writer
+			// that gives up after DefaultRetry's 5 tries would be a test flake.
+			patient := wait.Backoff{Steps: 100, Duration: 2 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: 100 * time.Millisecond}
+			err := retry.RetryOnConflict(patient, func() error {
 				cm, err := cms.Get(ctx, tunnelnodes.ConfigMapName, metav1.GetOptions{})
 				if err != nil {
 					return err
