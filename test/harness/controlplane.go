@@ -40,6 +40,9 @@ type Options struct {
 	// DualStack gives the apiserver an IPv4 and an IPv6 service range, so
 	// dual-stack Services can be created.
 	DualStack bool
+	// AuditLog makes the apiserver write every request to a JSON-lines audit
+	// log (metadata level), read back with ControlPlane.AuditEvents.
+	AuditLog bool
 }
 
 // ControlPlane is a running kube-apiserver + etcd.
@@ -51,7 +54,8 @@ type ControlPlane struct {
 	// Client is an admin clientset.
 	Client kubernetes.Interface
 
-	env *envtest.Environment
+	env      *envtest.Environment
+	auditLog string
 }
 
 // RepoRoot is the directory of this module's go.mod.
@@ -112,13 +116,27 @@ func Start(t TB, opts Options) *ControlPlane {
 	if opts.DualStack {
 		serviceRange += "," + ServiceCIDRv6
 	}
-	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", serviceRange)
+	apiserver := env.ControlPlane.GetAPIServer()
+	apiserver.Configure().Set("service-cluster-ip-range", serviceRange)
+	// A directory the harness owns (envtest deletes one it made itself when
+	// the apiserver stops) keeps the serving and client CAs across
+	// StopAPIServer/StartAPIServer, so every kubeconfig stays valid.
+	apiserver.CertDir = t.TempDir()
+	cp := &ControlPlane{env: env}
+	if opts.AuditLog {
+		cp.auditLog = filepath.Join(t.TempDir(), "audit.log")
+		policy := filepath.Join(t.TempDir(), "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		apiserver.Configure().Set("audit-policy-file", policy).Set("audit-log-path", cp.auditLog).
+			Set("audit-log-format", "json").Set("audit-log-mode", "blocking")
+	}
 
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("starting kube-apiserver and etcd from %s: %v", assets, err)
 	}
-	cp := &ControlPlane{env: env}
 	t.Cleanup(func() {
 		if err := env.Stop(); err != nil {
 			t.Errorf("stopping control plane: %v", err)
@@ -165,9 +183,9 @@ func (cp *ControlPlane) writeKubeconfig(t TB, user *envtest.AuthenticatedUser) s
 }
 
 // KillAPIServer kills kube-apiserver with SIGKILL, as a crash or a lost
-// network would end it (etcd keeps running), to test how the binaries ride
-// out an outage. envtest's own Stop drains watches gracefully for tens of
-// seconds, which is not an outage.
+// network would end it (etcd keeps running with its data), to test how the
+// binaries ride out an outage. envtest's own Stop drains watches gracefully
+// for tens of seconds, which is not an outage. StartAPIServer ends the outage.
 func (cp *ControlPlane) KillAPIServer(t TB) {
 	t.Helper()
 	pid, err := findProcess("kube-apiserver", "--secure-port="+cp.env.ControlPlane.APIServer.SecureServing.Port)
@@ -180,6 +198,16 @@ func (cp *ControlPlane) KillAPIServer(t TB) {
 	// Reap it through envtest so its cleanup sees it exited.
 	if err := cp.env.ControlPlane.APIServer.Stop(); err != nil {
 		t.Fatalf("reaping kube-apiserver: %v", err)
+	}
+}
+
+// StartAPIServer starts kube-apiserver again after KillAPIServer: same
+// etcd and data, same port, same certificates, so clients reconnect with
+// the credentials they had. It returns once /healthz answers.
+func (cp *ControlPlane) StartAPIServer(t TB) {
+	t.Helper()
+	if err := cp.env.ControlPlane.APIServer.Start(); err != nil {
+		t.Fatalf("restarting kube-apiserver: %v", err)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // TestControlPlane proves the harness end to end: a real apiserver answers,
@@ -70,5 +72,38 @@ worker-1.		5	IN	A	10.96.0.8
 	}
 	if _, err := parseDig("connection timed out; no servers could be reached"); err == nil {
 		t.Error("want an error for output without a header")
+	}
+}
+
+// TestAPIServerRestart: after a SIGKILL and a restart the apiserver serves
+// the same data (etcd kept running) on the same port to the same
+// credentials, and the audit log records who wrote what.
+func TestAPIServerRestart(t *testing.T) {
+	cp := Start(t, Options{AuditLog: true})
+	ctx := context.Background()
+	userKubeconfig := cp.KubeconfigFor(t, "someone", "system:masters")
+	cp.CreateNode(t, Node{Name: "worker-1", InternalIP: "192.168.0.11"})
+
+	cp.KillAPIServer(t)
+	if _, err := cp.Client.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{}); err == nil {
+		t.Fatal("apiserver still answers after KillAPIServer")
+	}
+	cp.StartAPIServer(t)
+
+	if _, err := cp.Client.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{}); err != nil {
+		t.Fatalf("node lost across the restart: %v", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", userKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{}); err != nil {
+		t.Fatalf("a kubeconfig from before the restart no longer works: %v", err)
+	}
+	creates := cp.AuditEvents(t, func(e AuditEvent) bool {
+		return e.Verb == "create" && e.ObjectRef.Resource == "nodes" && e.ObjectRef.Name == "worker-1"
+	})
+	if len(creates) != 1 || creates[0].User.Username != "harness-admin" {
+		t.Fatalf("audit log: node creates = %+v, want one by harness-admin", creates)
 	}
 }
