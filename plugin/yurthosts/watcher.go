@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -54,15 +55,15 @@ func (s source) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// watcher runs one informer for the records ConfigMap and one for the tunnel
-// Service, each field-selected to its single object, and rebuilds the
-// records whenever either changes.
+// watcher runs one reflector for the records ConfigMap and one for the
+// tunnel Service, each field-selected to its single object, and rebuilds
+// the records whenever either changes.
 type watcher struct {
 	src     source
 	client  kubernetes.Interface
 	publish func(*records)
 
-	configMaps, services cache.SharedIndexInformer
+	configMaps, services *objectWatch
 	changed              chan struct{}
 	stopCh               chan struct{}
 	running              sync.WaitGroup
@@ -79,21 +80,54 @@ func newWatcher(src source, client kubernetes.Interface, publish func(*records))
 	return &watcher{src: src, client: client, publish: publish}
 }
 
-func (w *watcher) informer(resource, namespace, name string, obj k8sruntime.Object) cache.SharedIndexInformer {
+// reconnectBackoff replaces client-go's default reflector backoff, which
+// grows to 30–60 s during a long apiserver outage: a DNS server must see
+// the first change made after the apiserver is back within a second. While
+// the apiserver is down each retry is one refused connection; once it is
+// back, one list of a single object from its watch cache.
+var reconnectBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 4, Cap: 500 * time.Millisecond}
+
+// objectWatch is a store kept by a reflector for one object; every change,
+// including a relist after reconnecting, asks the loop for a rebuild.
+type objectWatch struct {
+	cache.Store
+	reflector *cache.Reflector
+	listed    atomic.Bool
+	notify    func()
+}
+
+func (w *watcher) watch(resource, namespace, name string, obj k8sruntime.Object) *objectWatch {
 	lw := cache.NewFilteredListWatchFromClient(w.client.CoreV1().RESTClient(), resource, namespace,
 		func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		})
-	inf := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.notify() },
-		UpdateFunc: func(any, any) { w.notify() },
-		DeleteFunc: func(any) { w.notify() },
+	ow := &objectWatch{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), notify: w.notify}
+	backoff := reconnectBackoff
+	ow.reflector = cache.NewReflectorWithOptions(lw, obj, ow, cache.ReflectorOptions{
+		Name:    namespace + "/" + name,
+		Backoff: &backoff,
 	})
-	return inf
+	return ow
 }
 
-// start launches the informers and the rebuild loop.
+func (o *objectWatch) Add(obj any) error    { return o.changed(o.Store.Add(obj)) }
+func (o *objectWatch) Update(obj any) error { return o.changed(o.Store.Update(obj)) }
+func (o *objectWatch) Delete(obj any) error { return o.changed(o.Store.Delete(obj)) }
+
+func (o *objectWatch) Replace(list []any, resourceVersion string) error {
+	err := o.Store.Replace(list, resourceVersion)
+	o.listed.Store(true)
+	return o.changed(err)
+}
+
+func (o *objectWatch) changed(err error) error {
+	o.notify()
+	return err
+}
+
+func (o *objectWatch) hasSynced() bool { return o == nil || o.listed.Load() }
+
+// start launches the watches and the rebuild loop.
 func (w *watcher) start() {
 	// Export every series from the start, so a zero is visible as a zero.
 	ref := w.src.configMapRef()
@@ -101,22 +135,16 @@ func (w *watcher) start() {
 	entries.WithLabelValues(ref).Add(0)
 	w.changed = make(chan struct{}, 1)
 	w.stopCh = make(chan struct{})
-	w.configMaps = w.informer("configmaps", w.src.configMapNamespace, w.src.configMapName, &corev1.ConfigMap{})
-	informers := []cache.SharedIndexInformer{w.configMaps}
+	w.configMaps = w.watch("configmaps", w.src.configMapNamespace, w.src.configMapName, &corev1.ConfigMap{})
+	watches := []*objectWatch{w.configMaps}
 	if w.src.serviceName != "" {
-		w.services = w.informer("services", w.src.serviceNamespace, w.src.serviceName, &corev1.Service{})
-		informers = append(informers, w.services)
+		w.services = w.watch("services", w.src.serviceNamespace, w.src.serviceName, &corev1.Service{})
+		watches = append(watches, w.services)
 	}
-	for _, inf := range informers {
-		w.running.Go(func() { inf.Run(w.stopCh) })
+	for _, ow := range watches {
+		w.running.Go(func() { ow.reflector.Run(w.stopCh) })
 	}
 	w.running.Go(w.loop)
-	// A missing object produces no event: rebuild once the lists are in.
-	w.running.Go(func() {
-		if cache.WaitForCacheSync(w.stopCh, w.informersSynced) {
-			w.notify()
-		}
-	})
 }
 
 // waitForSync blocks until the first records are live or timeout passes;
@@ -132,7 +160,7 @@ func (w *watcher) waitForSync(timeout time.Duration) {
 	}
 }
 
-// stop ends the informers and the loop and waits for them, so a Corefile
+// stop ends the watches and the loop and waits for them, so a Corefile
 // reload leaves no goroutine or watch behind.
 func (w *watcher) stop() {
 	if w.stopCh == nil {
@@ -145,8 +173,10 @@ func (w *watcher) stop() {
 
 func (w *watcher) hasSynced() bool { return w.synced.Load() }
 
-func (w *watcher) informersSynced() bool {
-	return w.configMaps.HasSynced() && (w.services == nil || w.services.HasSynced())
+// listed reports whether every watch has its first list in (a missing
+// object is known to be missing only then).
+func (w *watcher) listed() bool {
+	return w.configMaps.hasSynced() && w.services.hasSynced()
 }
 
 // notify asks the loop for a rebuild; bursts coalesce into one.
@@ -168,7 +198,7 @@ func (w *watcher) loop() {
 	}
 }
 
-// rebuild computes the records from the informers' current objects
+// rebuild computes the records from the watches' current objects
 // (level-triggered: it does not matter which event woke it) and publishes them.
 func (w *watcher) rebuild() {
 	ref := w.src.configMapRef()
@@ -181,7 +211,7 @@ func (w *watcher) rebuild() {
 	entries.WithLabelValues(ref).Set(float64(len(recs.hosts)))
 	lastSyncTimestamp.WithLabelValues(ref).Set(float64(now.UnixNano()) / 1e9)
 	wasSynced := w.synced.Load()
-	if !wasSynced && w.informersSynced() {
+	if !wasSynced && w.listed() {
 		w.synced.Store(true)
 		log.Infof("%s synced: %d names", ref, len(recs.hosts))
 	}
@@ -205,7 +235,7 @@ func (w *watcher) observeProgramming(trigger string, now time.Time, wasSynced bo
 }
 
 func (w *watcher) configMap() *corev1.ConfigMap {
-	obj, ok, _ := w.configMaps.GetStore().GetByKey(w.src.configMapRef())
+	obj, ok, _ := w.configMaps.GetByKey(w.src.configMapRef())
 	if !ok {
 		return nil
 	}
@@ -250,7 +280,7 @@ func (w *watcher) tunnel() tunnel {
 	var t tunnel
 	if w.services != nil {
 		key := w.src.serviceNamespace + "/" + w.src.serviceName
-		if obj, ok, _ := w.services.GetStore().GetByKey(key); ok {
+		if obj, ok, _ := w.services.GetByKey(key); ok {
 			for _, s := range obj.(*corev1.Service).Spec.ClusterIPs {
 				a, err := netip.ParseAddr(s)
 				if err != nil {
