@@ -41,6 +41,9 @@ func newRunCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := o.manager.Validate(); err != nil {
+				return err
+			}
 			restConfig, err := loadRESTConfig(o.kubeconfig)
 			if err != nil {
 				return err
@@ -68,6 +71,9 @@ func newRunCommand() *cobra.Command {
 	f.Int32Var(&o.httpTargetPort, "http-target-port", tunnelnodes.DefaultHTTPTargetPort, "Target port of http-proxy-ports")
 	f.BoolVar(&o.manager.LeaderElect, "leader-elect", true, "Elect a leader on a Lease so only one replica writes")
 	f.StringVar(&o.manager.LeaderElectionID, "leader-election-id", "tunnel-nodes-sync", "Name of the leader election Lease")
+	f.DurationVar(&o.manager.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before taking over")
+	f.DurationVar(&o.manager.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it stops leading; less than the lease duration")
+	f.DurationVar(&o.manager.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How often replicas try to acquire or renew the Lease")
 	f.StringVar(&o.manager.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it")
 	f.StringVar(&o.manager.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz")
 	f.StringVar(&o.manager.PprofBindAddress, "pprof-bind-address", "", "Address of net/http/pprof for profiling; off when empty")

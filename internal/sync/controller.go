@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -30,12 +31,31 @@ import (
 
 // ManagerOptions are the process-level settings of `run`.
 type ManagerOptions struct {
-	LeaderElect            bool
-	LeaderElectionID       string
-	MetricsBindAddress     string
-	HealthProbeBindAddress string
+	LeaderElect      bool
+	LeaderElectionID string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election as
+	// the kube-controller-manager flags of the same names do.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	MetricsBindAddress                        string
+	HealthProbeBindAddress                    string
 	// PprofBindAddress serves net/http/pprof when set (off by default).
 	PprofBindAddress string
+}
+
+// Validate checks the leader election timings as client-go's leader
+// elector would, but naming the flags.
+func (o ManagerOptions) Validate() error {
+	if !o.LeaderElect {
+		return nil
+	}
+	if o.LeaseDuration <= o.RenewDeadline {
+		return fmt.Errorf("--leader-elect-lease-duration (%s) must be longer than --leader-elect-renew-deadline (%s)", o.LeaseDuration, o.RenewDeadline)
+	}
+	// client-go retries with up to 20% jitter and needs room for one retry.
+	if float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
+		return fmt.Errorf("--leader-elect-renew-deadline (%s) must be longer than 1.2 × --leader-elect-retry-period (%s)", o.RenewDeadline, o.RetryPeriod)
+	}
+	return nil
 }
 
 // UserAgent identifies the sync to the apiserver (and in audit logs).
@@ -46,6 +66,9 @@ func UserAgent() string { return "tunnel-nodes-sync/" + version.Version }
 // the one Service and one ConfigMap, each field-selected by name.
 func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manager.Manager, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	restConfig = rest.CopyConfig(restConfig)
@@ -69,6 +92,9 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       cfg.Namespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.LeaseDuration,
+		RenewDeadline:                 &opts.RenewDeadline,
+		RetryPeriod:                   &opts.RetryPeriod,
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		PprofBindAddress:              opts.PprofBindAddress,

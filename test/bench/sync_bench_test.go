@@ -17,16 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 )
-
-// fastClient is an admin client without client-side rate limiting, to
-// create tens of thousands of nodes quickly.
-func fastClient(cp *harness.ControlPlane) kubernetes.Interface {
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.Burst = -1, 0
-	return kubernetes.NewForConfigOrDie(cfg)
-}
 
 // createNodes creates n nodes, one in ten a cloud node with an InternalIP,
 // the rest edge nodes, with 16 writers in parallel.
@@ -82,7 +73,7 @@ func BenchmarkSyncConvergence(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			cp := harness.Start(b, harness.Options{})
-			c := fastClient(cp)
+			c := cp.UnthrottledClient()
 			cp.CreateService(b, harness.TunnelService(tunnelIP))
 			createNodes(b, c, n)
 			harness.Binary(b, "tunnel-nodes-sync") // build outside the timed window
@@ -132,7 +123,7 @@ func watchRecords(b *testing.B, c kubernetes.Interface) (<-chan string, func()) 
 // records ConfigMap updated, 100 times, with the default 50 ms debounce.
 func BenchmarkSyncNodeChange(b *testing.B) {
 	cp := harness.Start(b, harness.Options{})
-	c := fastClient(cp)
+	c := cp.UnthrottledClient()
 	ctx := context.Background()
 	cp.CreateService(b, harness.TunnelService(tunnelIP))
 	createNodes(b, c, 1000)
@@ -185,7 +176,7 @@ func BenchmarkSyncNodeChange(b *testing.B) {
 // the ConfigMap writes they cost.
 func BenchmarkSyncChurn(b *testing.B) {
 	cp := harness.Start(b, harness.Options{})
-	c := fastClient(cp)
+	c := cp.UnthrottledClient()
 	ctx := context.Background()
 	cp.CreateService(b, harness.TunnelService(tunnelIP))
 	createNodes(b, c, 1000)

@@ -3,13 +3,22 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 const (
@@ -132,5 +141,191 @@ func TestFaultServiceRecreatedWhileDisconnected(t *testing.T) {
 	expectAnswer(t, dns.DNSAddr, "cloud-node-00010", "A", "192.168.0.11")
 	if strings.Contains(dns.Output(), "panic") {
 		t.Errorf("coredns-yurt panicked:\n%s", dns.Output())
+	}
+}
+
+// desiredRecords computes the records text from the Nodes in the API, by the
+// contract's rules, independently of the sync: an edge node at the tunnel
+// ClusterIP, any other at its InternalIP, lines sorted.
+func desiredRecords(t *testing.T, c kubernetes.Interface, tunnelIP string) string {
+	t.Helper()
+	nodes, err := c.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, n := range nodes.Items {
+		if n.Labels[tunnelnodes.EdgeNodeLabel] == "true" {
+			lines = append(lines, tunnelIP+"\t"+n.Name)
+			continue
+		}
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				lines = append(lines, a.Address+"\t"+n.Name)
+				break
+			}
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// nodeBurst makes n random changes to nodes burst-000..059: create, delete,
+// edge label on/off, new InternalIP, as fast as the apiserver takes them.
+// at is called after each change with its index.
+func nodeBurst(t *testing.T, c kubernetes.Interface, rng *rand.Rand, n int, at func(int)) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		name := fmt.Sprintf("burst-%03d", rng.IntN(60))
+		node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			want := harness.Node{Name: name, InternalIP: fmt.Sprintf("192.168.1.%d", rng.IntN(250)+1), Edge: rng.IntN(2) == 0}.Object()
+			node, err = c.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
+			if err == nil {
+				node.Status.Addresses = want.Status.Addresses
+				_, err = c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+			}
+		case err != nil:
+		default:
+			switch rng.IntN(3) {
+			case 0:
+				err = c.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+			case 1:
+				if node.Labels[tunnelnodes.EdgeNodeLabel] == "true" {
+					delete(node.Labels, tunnelnodes.EdgeNodeLabel)
+				} else {
+					node.Labels[tunnelnodes.EdgeNodeLabel] = "true"
+				}
+				_, err = c.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+			case 2:
+				node.Status.Addresses[0].Address = fmt.Sprintf("192.168.2.%d", rng.IntN(250)+1)
+				_, err = c.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+			}
+		}
+		if err != nil {
+			t.Fatalf("burst change %d on %s: %v", i, name, err)
+		}
+		at(i)
+	}
+}
+
+// TestFaultSyncKilledMidBurst: two replicas, each with its own identity so
+// the audit log tells their writes apart. In each round the leader is
+// killed (SIGKILL) in the middle of a burst of node changes and a new
+// replica is started in its place: the standby takes over within the lease
+// duration, the final ConfigMap equals the desired state computed from the
+// Nodes, and at no time did two replicas write.
+func TestFaultSyncKilledMidBurst(t *testing.T) {
+	const (
+		rounds        = 3
+		burst         = 150
+		leaseDuration = 4 * time.Second
+		retryPeriod   = 500 * time.Millisecond
+	)
+	cp := harness.Start(t, harness.Options{AuditLog: true})
+	ctx := context.Background()
+	fast := cp.UnthrottledClient()
+	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
+	rng := rand.New(rand.NewPCG(7, 7))
+
+	replicas := map[string]*harness.Sync{}
+	killedAt := map[string]time.Time{}
+	startReplica := func(identity string) {
+		replicas[identity] = harness.StartSync(t, cp.KubeconfigFor(t, identity, "system:masters"),
+			"--leader-elect-lease-duration", leaseDuration.String(), "--leader-elect-renew-deadline", "3s",
+			"--leader-elect-retry-period", retryPeriod.String())
+	}
+	leader := func() string {
+		for id, s := range replicas {
+			if _, killed := killedAt[id]; !killed &&
+				harness.Metric(t, s.MetricsURL, `leader_election_master_status{name="tunnel-nodes-sync"}`) == 1 {
+				return id
+			}
+		}
+		return ""
+	}
+	lease := func() *coordinationv1.Lease {
+		l, err := cp.Client.CoordinationV1().Leases(tunnelnodes.Namespace).Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	startReplica("sync-0")
+	startReplica("sync-1")
+	harness.Eventually(t, 10*time.Second, func() error {
+		if leader() == "" {
+			return fmt.Errorf("no leader yet")
+		}
+		return nil
+	})
+
+	for round := range rounds {
+		victim := leader()
+		var lastRenew time.Time
+		nodeBurst(t, fast, rng, burst, func(i int) {
+			if i != burst/3 {
+				return
+			}
+			lastRenew = lease().Spec.RenewTime.Time
+			if err := replicas[victim].Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			killedAt[victim] = time.Now()
+			startReplica(fmt.Sprintf("sync-%d", round+2))
+		})
+		harness.Eventually(t, 3*leaseDuration, func() error {
+			if l := leader(); l == "" || l == victim {
+				return fmt.Errorf("no new leader yet")
+			}
+			return nil
+		})
+		acquired := lease().Spec.AcquireTime.Time
+		takeover := acquired.Sub(lastRenew)
+		t.Logf("round %d: killed leader %s mid-burst; %s took over %s after its last renewal (%s after the kill)",
+			round, victim, leader(), takeover.Round(time.Millisecond), acquired.Sub(killedAt[victim]).Round(time.Millisecond))
+		// client-go's standby counts the lease duration from when it saw the
+		// last renewal, polling every retry period with up to 1.2× jitter: a
+		// takeover lands within the lease duration plus two jittered polls.
+		if takeover > leaseDuration+2*retryPeriod*22/10 {
+			t.Errorf("round %d: takeover took %s, lease duration %s", round, takeover, leaseDuration)
+		}
+		harness.Eventually(t, 10*time.Second, func() error {
+			want := desiredRecords(t, fast, "10.96.0.9")
+			if got := records(t, cp, tunnelnodes.ConfigMapName); got != want {
+				return fmt.Errorf("records:\n%s\nwant:\n%s", got, want)
+			}
+			return nil
+		})
+	}
+
+	// At most one writer at any moment: each replica's successful writes of
+	// the records ConfigMap form one interval, the intervals do not overlap,
+	// and no replica wrote after it was killed.
+	writes := cp.AuditEvents(t, func(e harness.AuditEvent) bool {
+		return e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Name == tunnelnodes.ConfigMapName &&
+			(e.Verb == "create" || e.Verb == "update" || e.Verb == "patch") && e.ResponseStatus.Code < 300
+	})
+	sort.Slice(writes, func(i, j int) bool { return writes[i].RequestReceivedTimestamp.Before(writes[j].RequestReceivedTimestamp) })
+	var order []string
+	perWriter := map[string]int{}
+	for _, w := range writes {
+		user := w.User.Username
+		perWriter[user]++
+		if len(order) == 0 || order[len(order)-1] != user {
+			if slices.Contains(order, user) {
+				t.Errorf("%s wrote again at %s after %s had written: two writers", user, w.RequestReceivedTimestamp, order[len(order)-1])
+			}
+			order = append(order, user)
+		}
+		if k, ok := killedAt[user]; ok && w.RequestReceivedTimestamp.After(k) {
+			t.Errorf("%s wrote at %s, after it was killed at %s", user, w.RequestReceivedTimestamp, k)
+		}
+	}
+	t.Logf("%d writes of the records ConfigMap, by writer in turn %v: %v", len(writes), order, perWriter)
+	if len(order) < rounds+1 {
+		t.Errorf("writers in turn %v: want a new writer after each of %d kills", order, rounds)
 	}
 }

@@ -234,3 +234,11 @@ func findProcess(binary, arg string) (int, error) {
 	}
 	return 0, fmt.Errorf("no %s process with %s", binary, arg)
 }
+
+// UnthrottledClient is an admin clientset without client-go's client-side
+// rate limit (5 QPS), for tests that make bursts of changes.
+func (cp *ControlPlane) UnthrottledClient() kubernetes.Interface {
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	return kubernetes.NewForConfigOrDie(cfg)
+}
