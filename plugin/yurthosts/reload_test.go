@@ -1,11 +1,8 @@
 package yurthosts
 
 import (
-	"context"
 	"fmt"
-	"regexp"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,25 +12,7 @@ import (
 	"github.com/coredns/coredns/core/dnsserver"
 	_ "github.com/coredns/coredns/plugin/bind"
 	_ "github.com/coredns/coredns/plugin/whoami"
-	"k8s.io/client-go/kubernetes"
 )
-
-var watchMetric = regexp.MustCompile(`(?m)^apiserver_longrunning_requests\{[^}]*resource="(configmaps|services)"[^}]*verb="WATCH"[^}]*\} (\d+)$`)
-
-// openWatches counts the watches on ConfigMaps and Services the apiserver is serving.
-func openWatches(t *testing.T, client kubernetes.Interface) int {
-	t.Helper()
-	body, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, m := range watchMetric.FindAllSubmatch(body, -1) {
-		v, _ := strconv.Atoi(string(m[2]))
-		n += v
-	}
-	return n
-}
 
 // TestReloadLeaksNothing restarts a CoreDNS instance 100 times through
 // caddy, exactly as the reload plugin does, and checks that goroutines and
@@ -55,7 +34,7 @@ func TestReloadLeaksNothing(t *testing.T) {
 	settle := func() (goroutines, watches int) {
 		// Closed watches and connections wind down asynchronously.
 		time.Sleep(500 * time.Millisecond)
-		return runtime.NumGoroutine(), openWatches(t, cp.Client)
+		return runtime.NumGoroutine(), cp.OpenWatches(t)
 	}
 	// The apiserver's own loopback informers hold watches too.
 	_, apiserverWatches := settle()

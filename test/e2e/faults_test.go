@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
+	"github.com/miekg/dns"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,7 +25,7 @@ import (
 
 const (
 	outageRecords = 10000
-	outageLoadQPS = 2000
+	loadQPS       = 2000
 )
 
 // loadRecords returns n records, nine in ten at the tunnel IP and the rest
@@ -49,14 +51,16 @@ func keys(m map[string]string) []string {
 	return out
 }
 
-// underLoad runs dnsperf and an answer checker against dns for d while
-// fault runs, then fails the test on any lost, failed or wrong answer.
-func underLoad(t *testing.T, dns *harness.CoreDNS, want map[string]string, d time.Duration, fault func()) {
+// underLoad runs dnsperf and an answer checker against dns while fault
+// runs and for a second after, then fails the test on any lost, failed or
+// wrong answer.
+func underLoad(t *testing.T, dns *harness.CoreDNS, want map[string]string, fault func()) {
 	t.Helper()
-	perf := harness.StartDNSPerf(t, dns.DNSAddr, harness.WriteQueries(t, keys(want), "A"), outageLoadQPS, d)
+	perf := harness.StartDNSPerf(t, dns.DNSAddr, harness.WriteQueries(t, keys(want), "A"), loadQPS, 10*time.Minute)
 	checker := harness.StartAnswerChecker(dns.DNSAddr, want)
 	fault()
-	res := perf.Wait(t)
+	time.Sleep(time.Second)
+	res := perf.Stop(t)
 	firstBad := checker.Stop()
 	t.Logf("dnsperf: %d sent, %d completed, %d lost, response codes %v; checker: %d answers checked, %d wrong, %d failed",
 		res.Sent, res.Completed, res.Lost, res.RCodes, checker.Checked.Load(), checker.Wrong.Load(), checker.Failed.Load())
@@ -84,7 +88,7 @@ func TestFaultAPIServerOutage(t *testing.T) {
 	expectAnswer(t, dns.DNSAddr, "cloud-node-00010", "A", "192.168.0.11")
 
 	const outage = 30 * time.Second
-	underLoad(t, dns, want, outage+10*time.Second, func() {
+	underLoad(t, dns, want, func() {
 		time.Sleep(3 * time.Second)
 		cp.KillAPIServer(t)
 		time.Sleep(outage)
@@ -114,7 +118,7 @@ func TestFaultServiceRecreatedWhileDisconnected(t *testing.T) {
 	dns := harness.StartCoreDNS(t, kubeconfig, onlyYurthosts)
 	expectAnswer(t, dns.DNSAddr, "edge-node-00001", "A", "10.96.0.9")
 
-	underLoad(t, dns, want, 8*time.Second, func() {
+	underLoad(t, dns, want, func() {
 		cp.KillAPIServer(t)
 		proxy.Cut()
 		cp.StartAPIServer(t)
@@ -308,7 +312,9 @@ func TestFaultSyncKilledMidBurst(t *testing.T) {
 		return e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Name == tunnelnodes.ConfigMapName &&
 			(e.Verb == "create" || e.Verb == "update" || e.Verb == "patch") && e.ResponseStatus.Code < 300
 	})
-	sort.Slice(writes, func(i, j int) bool { return writes[i].RequestReceivedTimestamp.Before(writes[j].RequestReceivedTimestamp) })
+	sort.Slice(writes, func(i, j int) bool {
+		return writes[i].RequestReceivedTimestamp.Before(writes[j].RequestReceivedTimestamp)
+	})
 	var order []string
 	perWriter := map[string]int{}
 	for _, w := range writes {
@@ -327,5 +333,98 @@ func TestFaultSyncKilledMidBurst(t *testing.T) {
 	t.Logf("%d writes of the records ConfigMap, by writer in turn %v: %v", len(writes), order, perWriter)
 	if len(order) < rounds+1 {
 		t.Errorf("writers in turn %v: want a new writer after each of %d kills", order, rounds)
+	}
+}
+
+// reloadingCorefile is watched by the reload plugin; the test edits the
+// yurthosts ttl, which each answer shows.
+const reloadingCorefile = `.:{{.DNSPort}} {
+    bind 127.0.0.1
+    ready {{.ReadyAddr}}
+    prometheus {{.MetricsAddr}}
+    reload 2s 1s
+    yurthosts {
+        kubeconfig {{.Kubeconfig}}
+        ttl 5
+    }
+}
+`
+
+// answerTTL is the TTL of the first answer for name.
+func answerTTL(server, name string) (uint32, error) {
+	r, err := dns.Exchange(new(dns.Msg).SetQuestion(dns.Fqdn(name), dns.TypeA), server)
+	if err != nil {
+		return 0, err
+	}
+	if len(r.Answer) == 0 {
+		return 0, fmt.Errorf("%s: no answer (%s)", name, dns.RcodeToString[r.Rcode])
+	}
+	return r.Answer[0].Header().Ttl, nil
+}
+
+// TestFaultReloadUnderLoad: the Corefile is edited 20 times while dnsperf
+// and the answer checker run; the reload plugin applies each edit (the
+// answers' TTL shows it) without a failed or wrong answer, and goroutines
+// and apiserver watches end where they started.
+func TestFaultReloadUnderLoad(t *testing.T) {
+	const reloads = 20
+	cp := harness.Start(t, harness.Options{})
+	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
+	lines, want := loadRecords(outageRecords, "10.96.0.9")
+	cp.ApplyConfigMap(t, recordsConfigMap(lines...))
+	watchesBefore := cp.OpenWatches(t)
+	server := harness.StartCoreDNS(t, cp.Kubeconfig, reloadingCorefile)
+	goroutines := func() float64 { return harness.Metric(t, server.MetricsURL, "go_goroutines") }
+	settle := func() { time.Sleep(time.Second) } // closed watches and connections wind down asynchronously
+	settle()
+	baseGoroutines, baseWatches := goroutines(), cp.OpenWatches(t)
+	if baseWatches != watchesBefore+2 {
+		t.Fatalf("coredns-yurt should hold 2 watches: %d, %d before it started", baseWatches, watchesBefore)
+	}
+	corefile, err := os.ReadFile(server.Corefile)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var took []time.Duration
+	underLoad(t, server, want, func() {
+		for i := range reloads {
+			ttl := uint32(10 + i)
+			edited := strings.Replace(string(corefile), "ttl 5", fmt.Sprintf("ttl %d", ttl), 1)
+			// Replaced whole, as a ConfigMap volume is: the reload plugin
+			// must never read a half-written file.
+			if err := os.WriteFile(server.Corefile+".new", []byte(edited), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(server.Corefile+".new", server.Corefile); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			harness.Eventually(t, 10*time.Second, func() error {
+				got, err := answerTTL(server.DNSAddr, "edge-node-00001")
+				if err != nil {
+					return err
+				}
+				if got != ttl {
+					return fmt.Errorf("reload %d: TTL %d, want %d", i, got, ttl)
+				}
+				return nil
+			})
+			took = append(took, time.Since(start))
+		}
+	})
+	if n := strings.Count(server.Output(), "Reloading complete"); n != reloads {
+		t.Errorf("coredns-yurt logged %d completed reloads, want %d", n, reloads)
+	}
+	settle()
+	endGoroutines, endWatches := goroutines(), cp.OpenWatches(t)
+	t.Logf("%d reloads (each live in %s–%s): goroutines %v → %v, apiserver watches %d → %d",
+		reloads, slices.Min(took).Round(time.Millisecond), slices.Max(took).Round(time.Millisecond),
+		baseGoroutines, endGoroutines, baseWatches, endWatches)
+	if endWatches != baseWatches {
+		t.Errorf("watches grew from %d to %d", baseWatches, endWatches)
+	}
+	if endGoroutines > baseGoroutines+5 {
+		t.Errorf("goroutines grew from %v to %v", baseGoroutines, endGoroutines)
 	}
 }

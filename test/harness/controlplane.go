@@ -5,9 +5,11 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,4 +243,22 @@ func (cp *ControlPlane) UnthrottledClient() kubernetes.Interface {
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.QPS, cfg.Burst = -1, 0
 	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+var watchMetric = regexp.MustCompile(`(?m)^apiserver_longrunning_requests\{[^}]*resource="(configmaps|services)"[^}]*verb="WATCH"[^}]*\} (\d+)$`)
+
+// OpenWatches counts the watches on ConfigMaps and Services the apiserver
+// is serving (its own loopback informers included), to catch leaks.
+func (cp *ControlPlane) OpenWatches(t TB) int {
+	t.Helper()
+	body, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range watchMetric.FindAllSubmatch(body, -1) {
+		v, _ := strconv.Atoi(string(m[2]))
+		n += v
+	}
+	return n
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -70,6 +71,14 @@ var (
 	dnsperfCountRE = regexp.MustCompile(`Queries (sent|completed|lost):\s+(\d+)`)
 	dnsperfRCodeRE = regexp.MustCompile(`([A-Z]+) (\d+) \(`)
 )
+
+// Stop interrupts the run (queries in flight then are counted as
+// interrupted, not lost), waits for it and parses its summary.
+func (p *DNSPerf) Stop(t TB) DNSPerfResult {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	return p.Wait(t)
+}
 
 // Wait waits for the run to end and parses its summary.
 func (p *DNSPerf) Wait(t TB) DNSPerfResult {
