@@ -12,7 +12,7 @@ FUZZTIME ?= 1m
 # Random fuzzing per target inside make test.
 TEST_FUZZTIME ?= 10s
 
-.PHONY: all build test unit test-tools deps fuzz bench demo image clean
+.PHONY: all build test unit test-tools deps fuzz soak bench demo image clean
 
 all: build
 
@@ -50,6 +50,12 @@ test: deps test-tools
 ## A crash writes its input to the package's testdata/fuzz: keep it as a regression test.
 fuzz:
 	hack/fuzz.sh $(FUZZTIME)
+
+## soak: the fault and bad-input tests SOAK_COUNT times over (make test runs them once each).
+SOAK_COUNT ?= 3
+soak: deps test-tools
+	mkdir -p $(BIN)
+	set -o pipefail; $(GO) test -count=$(SOAK_COUNT) -timeout 120m -v -run 'TestFault|TestInstallInterrupted|TestBadInput|TestLeastPrivilege' ./test/e2e/ | tee $(BIN)/soak.txt | grep -E '^(=== RUN|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS)'
 
 ## bench: dnsperf (yurthosts vs hosts vs whoami), propagation, scale and sync benchmarks on the
 ## real binaries and apiserver; writes bench/results.md and bench/latency.svg (about 8 minutes).
