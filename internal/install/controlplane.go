@@ -183,6 +183,7 @@ func manifestJob(node, action, image string) *batchv1.Job {
 							AllowPrivilegeEscalation: new(false),
 							ReadOnlyRootFilesystem:   new(true),
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+							SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 						},
 						VolumeMounts: []corev1.VolumeMount{{Name: "kubernetes", MountPath: jobMount}},
 					}},
