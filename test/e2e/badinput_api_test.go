@@ -1,0 +1,463 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Bad API content: what the apiserver lets into the records ConfigMap, the
+// tunnel Service and Node addresses, and what coredns-yurt and
+// tunnel-nodes-sync (the real binaries) make of it.
+
+const badParseErrors = `coredns_yurthosts_parse_errors_total{configmap="kube-system/yurt-tunnel-nodes"}`
+const badEntries = `coredns_yurthosts_entries{configmap="kube-system/yurt-tunnel-nodes"}`
+
+// badExpect polls dig with a generous timeout (these are not latency checks).
+func badExpect(t *testing.T, server, name, qtype string, want ...string) {
+	t.Helper()
+	harness.Eventually(t, 10*time.Second, func() error {
+		r, err := harness.DigErr(server, name, qtype)
+		if err != nil {
+			return err
+		}
+		if err := matchAnswer(r, qtype, want); err != nil {
+			return fmt.Errorf("%s %s: %v", name, qtype, err)
+		}
+		return nil
+	})
+}
+
+// garbageHosts returns hosts text of exactly size bytes: the valid lines,
+// then junk lines each of which is one parse error by construction (a first
+// field that is no IP address, an address without a name, or an address
+// with one invalid name), with the valid lines in between kept intact. It
+// returns the number of junk lines.
+func garbageHosts(rng *rand.Rand, size int, valid []string) (string, int) {
+	var b strings.Builder
+	junkLines := 0
+	// Junk: any bytes of valid UTF-8 except '\n' (a line end) and '#' (a comment).
+	junkRunes := []rune("abcxyzABC019-_./:%!$&*()[]{}<>?|\\'\"`~^= \t\r\x00\x01\x07\x1b\x7f" +
+		"üéß日本語\u00a0\u2028\u200b\ufeff\U0001F600")
+	noSpace := []rune("/!$&*()[]{}<>?|\\'\"`~^=@,;üß日本語\U0001F600\x00\x01")
+	junk := func(runes []rune, n int) string {
+		s := make([]rune, n)
+		for i := range s {
+			s[i] = runes[rng.IntN(len(runes))]
+		}
+		return string(s)
+	}
+	line := func() string {
+		switch rng.IntN(6) {
+		case 0:
+			return "z" + junk(junkRunes, rng.IntN(200))
+		case 1:
+			return fmt.Sprintf("10.%d.%d.%d%s", rng.IntN(256), rng.IntN(256), rng.IntN(256), junk([]rune(" \t\r"), rng.IntN(3)))
+		case 2:
+			return fmt.Sprintf("10.1.2.3 bad%sname", junk(noSpace, 1+rng.IntN(20)))
+		case 3:
+			return fmt.Sprintf("%d.%d.%d.%d\tnode-%d", 256+rng.IntN(700), rng.IntN(256), rng.IntN(256), rng.IntN(256), rng.IntN(1000))
+		case 4:
+			return "::ffff::1:" + junk([]rune("0123456789abcdefg:"), 1+rng.IntN(30)) + " node"
+		default:
+			return "10.1.2.3 " + strings.Repeat("x", 64) + ".too-long-label"
+		}
+	}
+	write := func(s string) {
+		b.WriteString(s)
+		b.WriteByte('\n')
+	}
+	for i, v := range valid {
+		write(v)
+		// Spread the valid lines through the first half.
+		for range 500 * (i + 1) {
+			write(line())
+			junkLines++
+		}
+	}
+	// One line of 64 KiB.
+	write("z" + junk(noSpace, 64<<10))
+	junkLines++
+	for {
+		l := line()
+		if b.Len()+len(l)+1 > size-1 {
+			break
+		}
+		write(l)
+		junkLines++
+	}
+	// Pad the last junk line to the exact size.
+	pad := size - b.Len()
+	if pad > 0 {
+		b.WriteString("z" + strings.Repeat("!", pad-1))
+		junkLines++
+	}
+	return b.String(), junkLines
+}
+
+// TestBadInputAPI: garbage, oversized, binary, non-UTF-8 and CRLF records
+// ConfigMaps, nodes with 50 addresses, and a headless tunnel Service,
+// against the real apiserver, coredns-yurt and tunnel-nodes-sync.
+func TestBadInputAPI(t *testing.T) {
+	cp := harness.Start(t, harness.Options{})
+	ctx := context.Background()
+	cms := cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace)
+	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
+	valid := []string{"10.96.0.9\tworker-1", "192.168.0.10\tmaster-1"}
+	cp.ApplyConfigMap(t, recordsConfigMap(valid...))
+	srv := harness.StartCoreDNS(t, cp.Kubeconfig, onlyYurthosts)
+	badExpect(t, srv.DNSAddr, "worker-1", "A", "10.96.0.9")
+	// nodeRecords is what the sync writes for the nodes of "node with 50 addresses".
+	nodeRecords := map[string]string{}
+	alive := func(after string) {
+		t.Helper()
+		if srv.Exited() {
+			t.Fatalf("coredns-yurt exited after %s:\n%s", after, srv.Output())
+		}
+		r := harness.Dig(t, srv.DNSAddr, "master-1", "A")
+		if r.Status == "SERVFAIL" || r.Status == "REFUSED" {
+			t.Fatalf("after %s: master-1: %s", after, r.Status)
+		}
+	}
+
+	t.Run("1 MiB of garbage", func(t *testing.T) {
+		before := harness.Metric(t, srv.MetricsURL, badParseErrors)
+		text, junk := garbageHosts(rand.New(rand.NewPCG(1, 2)), tunnelnodes.MaxHostsBytes,
+			append(valid, "10.9.9.9\tgood-1", "fd00::9\tgood-1 good-2"))
+		if len(text) != 1<<20 {
+			t.Fatalf("garbage is %d bytes, want exactly 1 MiB", len(text))
+		}
+		cp.ApplyConfigMap(t, recordsConfigMap(text)) // the apiserver's limit is inclusive
+		badExpect(t, srv.DNSAddr, "good-1", "A", "10.9.9.9")
+		badExpect(t, srv.DNSAddr, "good-1", "AAAA", "fd00::9")
+		badExpect(t, srv.DNSAddr, "good-2", "AAAA", "fd00::9")
+		badExpect(t, srv.DNSAddr, "worker-1", "A", "10.96.0.9")
+		badExpect(t, srv.DNSAddr, "master-1", "A", "192.168.0.10")
+		if got := harness.Metric(t, srv.MetricsURL, badParseErrors) - before; got != float64(junk) {
+			t.Errorf("parse errors grew by %v, want %d (one per junk line)", got, junk)
+		}
+		if got := harness.Metric(t, srv.MetricsURL, badEntries); got != 4 {
+			t.Errorf("entries = %v, want 4 (worker-1, master-1, good-1, good-2)", got)
+		}
+		if want := fmt.Sprintf("skipped %d malformed lines", junk); !strings.Contains(srv.Output(), want) {
+			t.Errorf("no log line %q", want)
+		}
+		// Logged once per content, each junk excerpt bounded.
+		for _, l := range strings.Split(srv.Output(), "\n") {
+			if len(l) > 1000 {
+				t.Errorf("a log line of %d bytes", len(l))
+			}
+		}
+		t.Logf("1 MiB value: %d junk lines, all counted; 4 names served", junk)
+		alive("1 MiB of garbage")
+	})
+
+	t.Run("over 1 MiB is rejected by the apiserver", func(t *testing.T) {
+		before := harness.Metric(t, srv.MetricsURL, badParseErrors)
+		cm, err := cms.Get(ctx, tunnelnodes.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data[tunnelnodes.ConfigMapKey] = strings.Repeat("x", 1<<20+1)
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "1048576") {
+			t.Fatalf("update to 1 MiB + 1 byte: want 422 Invalid (at most 1048576 bytes), got %v", err)
+		}
+		// Two keys count together.
+		cm.Data = map[string]string{tunnelnodes.ConfigMapKey: "10.9.9.9\tgood-1", "other": strings.Repeat("x", 1<<20)}
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) {
+			t.Fatalf("two keys over 1 MiB together: want 422 Invalid, got %v", err)
+		}
+		big := recordsConfigMap(strings.Repeat("y", 1<<20+1))
+		big.Name = "yurt-tunnel-nodes-too-big"
+		if _, err := cms.Create(ctx, big, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+			t.Fatalf("create at 1 MiB + 1 byte: want 422 Invalid, got %v", err)
+		}
+		// Nothing reached coredns-yurt: same records, no new parse errors.
+		badExpect(t, srv.DNSAddr, "good-1", "A", "10.9.9.9")
+		if got := harness.Metric(t, srv.MetricsURL, badParseErrors); got != before {
+			t.Errorf("parse errors changed from %v to %v", before, got)
+		}
+		alive("rejected updates")
+	})
+
+	t.Run("binaryData is ignored", func(t *testing.T) {
+		before := harness.Metric(t, srv.MetricsURL, badParseErrors)
+		cm := recordsConfigMap(valid...)
+		cm.BinaryData = map[string][]byte{
+			"tunnel-nodes.bin": []byte("10.5.5.5\tbin-node\n\xff\xfe\x00\x80garbage"),
+			"blob":             {0xff, 0, 0xc3, 0x28, '\n', '\r'},
+		}
+		cp.ApplyConfigMap(t, cm)
+		badExpect(t, srv.DNSAddr, "good-1", "A", "NXDOMAIN") // the new data is live
+		badExpect(t, srv.DNSAddr, "worker-1", "A", "10.96.0.9")
+		badExpect(t, srv.DNSAddr, "bin-node", "A", "NXDOMAIN")
+		if got := harness.Metric(t, srv.MetricsURL, badParseErrors); got != before {
+			t.Errorf("binaryData was parsed: parse errors %v -> %v", before, got)
+		}
+
+		// The records key in both data and binaryData: rejected.
+		dup := recordsConfigMap(valid...)
+		dup.BinaryData = map[string][]byte{tunnelnodes.ConfigMapKey: []byte("10.5.5.5\tbin-node")}
+		current, err := cms.Get(ctx, tunnelnodes.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		current.Data, current.BinaryData = dup.Data, dup.BinaryData
+		if _, err := cms.Update(ctx, current, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "duplicate of key present in binaryData") {
+			t.Fatalf("records key in data and binaryData: want 422 Invalid, got %v", err)
+		}
+
+		// The records only in binaryData: not records (the key is read from
+		// data, where tunnel-nodes-sync writes it). Then back to data.
+		only := recordsConfigMap()
+		only.Data = nil
+		only.BinaryData = map[string][]byte{tunnelnodes.ConfigMapKey: []byte(strings.Join(valid, "\n"))}
+		cp.ApplyConfigMap(t, only)
+		badExpect(t, srv.DNSAddr, "worker-1", "A", "NXDOMAIN")
+		cp.ApplyConfigMap(t, recordsConfigMap(valid...))
+		badExpect(t, srv.DNSAddr, "worker-1", "A", "10.96.0.9")
+		alive("binaryData")
+	})
+
+	t.Run("non-UTF-8 in data", func(t *testing.T) {
+		// A string field cannot carry bytes that are not UTF-8 in JSON:
+		// client-go's JSON encoder turns each into U+FFFD on the way, and
+		// over protobuf the apiserver stores what it got. Either way the
+		// name is not a DNS name: skipped and counted, the rest served.
+		text := "10.6.6.6\tutf8-\xff\xfe-node\n10.6.6.7\tafter-bad\n\xc3\x28\t10.6.6.8 z"
+		for _, contentType := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
+			cfg := rest.CopyConfig(cp.Config)
+			cfg.ContentType = contentType
+			client := kubernetes.NewForConfigOrDie(cfg)
+			before := harness.Metric(t, srv.MetricsURL, badParseErrors)
+			current, err := client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, tunnelnodes.ConfigMapName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			current.Data = map[string]string{tunnelnodes.ConfigMapKey: text + "\n#" + contentType}
+			current.BinaryData = nil
+			stored, err := client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Update(ctx, current, metav1.UpdateOptions{})
+			if err != nil {
+				t.Fatalf("%s: update with non-UTF-8 data: %v", contentType, err)
+			}
+			t.Logf("%s: stored as %q", contentType, stored.Data[tunnelnodes.ConfigMapKey][:30])
+			badExpect(t, srv.DNSAddr, "after-bad", "A", "10.6.6.7")
+			badExpect(t, srv.DNSAddr, "worker-1", "A", "NXDOMAIN")
+			if got := harness.Metric(t, srv.MetricsURL, badParseErrors) - before; got != 2 {
+				t.Errorf("%s: parse errors grew by %v, want 2 (the name with bad bytes, the line starting with them)", contentType, got)
+			}
+		}
+		cp.ApplyConfigMap(t, recordsConfigMap(valid...))
+		badExpect(t, srv.DNSAddr, "worker-1", "A", "10.96.0.9")
+		alive("non-UTF-8")
+	})
+
+	t.Run("CRLF line ends", func(t *testing.T) {
+		before := harness.Metric(t, srv.MetricsURL, badParseErrors)
+		lines := []string{"10.96.0.9\tworker-1", "10.96.0.9\tworker-2 worker-2-alias", "192.168.0.10\tmaster-1", "fd00::10\tmaster-1", "# a comment", "", "192.168.0.11 master-2 # trailing"}
+		crlf := strings.Join(lines, "\r\n") + "\r\n"
+		cp.ApplyConfigMap(t, recordsConfigMap(crlf))
+		badExpect(t, srv.DNSAddr, "master-2", "A", "192.168.0.11")
+		crlfAnswers := map[string]harness.DigResult{}
+		for _, q := range [][2]string{{"worker-1", "A"}, {"worker-2", "A"}, {"worker-2-alias", "A"}, {"master-1", "A"}, {"master-1", "AAAA"}, {"master-2", "A"}, {"master-2", "AAAA"}} {
+			crlfAnswers[q[0]+"/"+q[1]] = harness.Dig(t, srv.DNSAddr, q[0], q[1])
+		}
+		if got := harness.Metric(t, srv.MetricsURL, badParseErrors); got != before {
+			t.Errorf("CRLF: parse errors grew from %v to %v, want no change", before, got)
+		}
+		if got := harness.Metric(t, srv.MetricsURL, badEntries); got != 5 {
+			t.Errorf("CRLF: entries = %v, want 5", got)
+		}
+		// The same records with LF answer the same.
+		cp.ApplyConfigMap(t, recordsConfigMap(strings.Join(lines, "\n")+"\n10.8.8.8 lf-marker"))
+		badExpect(t, srv.DNSAddr, "lf-marker", "A", "10.8.8.8")
+		for q, want := range crlfAnswers {
+			name, qtype, _ := strings.Cut(q, "/")
+			got := harness.Dig(t, srv.DNSAddr, name, qtype)
+			if got.Status != want.Status || !slices.Equal(got.Data(qtype), want.Data(qtype)) {
+				t.Errorf("%s: CRLF answered %s %v, LF %s %v", q, want.Status, want.Data(qtype), got.Status, got.Data(qtype))
+			}
+		}
+		badExpect(t, srv.DNSAddr, "worker-2-alias", "A", "10.96.0.9")
+		badExpect(t, srv.DNSAddr, "master-1", "AAAA", "fd00::10")
+		alive("CRLF")
+	})
+
+	t.Run("node with 50 addresses", func(t *testing.T) {
+		// Nodes with 50 addresses of every kind. The sync writes each node's
+		// defined record (tunnelnodes.NodeAddress: an edge node the tunnel
+		// ClusterIP; else the first InternalIP in status order, whichever
+		// family; else the first ExternalIP) and coredns-yurt answers it.
+		v4 := corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "192.168.50.1"}
+		v6 := corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "fd00:50::1"}
+		ext := corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "198.51.100.50"}
+		nodes := []struct {
+			name  string
+			edge  bool
+			addrs []corev1.NodeAddress
+		}{
+			// The first InternalIP sits after 25 ExternalIPs, hostnames and DNS names.
+			{"cloud-50", false, fiftyAddresses("cloud-50", 25, v4, true)},
+			// The first InternalIP is IPv6: that is the record.
+			{"cloud-50-v6", false, fiftyAddresses("cloud-50-v6", 3, v6, true)},
+			// No InternalIP at all: the first ExternalIP.
+			{"cloud-50-ext", false, fiftyAddresses("cloud-50-ext", 0, ext, false)},
+			// An edge node: the tunnel ClusterIP, whatever its addresses.
+			{"edge-50", true, fiftyAddresses("edge-50", 10, v4, true)},
+		}
+		for _, n := range nodes {
+			if len(n.addrs) != 50 {
+				t.Fatalf("%s: %d addresses", n.name, len(n.addrs))
+			}
+			badNode(t, cp, n.name, n.edge, n.addrs)
+		}
+		// The defined record of each node, from the addresses as the
+		// contract words it (not with the product's code).
+		for _, n := range nodes[:3] {
+			for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+				if i := slices.IndexFunc(n.addrs, func(a corev1.NodeAddress) bool { return a.Type == typ }); i >= 0 && nodeRecords[n.name] == "" {
+					nodeRecords[n.name] = n.addrs[i].Address
+				}
+			}
+		}
+		nodeRecords["edge-50"] = "10.96.0.9"
+		if nodeRecords["cloud-50"] != "192.168.50.1" || nodeRecords["cloud-50-v6"] != "fd00:50::1" || nodeRecords["cloud-50-ext"] != "198.51.100.50" {
+			t.Fatalf("fixture: %v", nodeRecords)
+		}
+		var lines []string
+		for name, ip := range nodeRecords {
+			lines = append(lines, ip+"\t"+name)
+		}
+		slices.Sort(lines)
+
+		harness.StartSync(t, cp.Kubeconfig, "--leader-elect=false")
+		harness.Eventually(t, 10*time.Second, func() error {
+			if got := records(t, cp, tunnelnodes.ConfigMapName); got != strings.Join(lines, "\n") {
+				return fmt.Errorf("records:\n%s\nwant:\n%s", got, strings.Join(lines, "\n"))
+			}
+			return nil
+		})
+		before := harness.Metric(t, srv.MetricsURL, badParseErrors)
+		expectNodeRecords(t, srv, nodeRecords)
+		if got := harness.Metric(t, srv.MetricsURL, badParseErrors); got != before {
+			t.Errorf("parse errors grew from %v to %v", before, got)
+		}
+		alive("nodes with 50 addresses")
+	})
+
+	t.Run("headless tunnel Service", func(t *testing.T) {
+		if len(nodeRecords) == 0 {
+			t.Skip("needs the records of the previous subtest")
+		}
+		// The tunnel Service turns headless: the sync has no ClusterIP to
+		// write and keeps the stored records; coredns-yurt has no ClusterIP to
+		// remap edge records to and answers them as written, both the
+		// process that saw the old ClusterIP and one that never did.
+		before := records(t, cp, tunnelnodes.ConfigMapName)
+		cp.DeleteService(t, tunnelnodes.Namespace, tunnelnodes.ServiceName)
+		svc := cp.CreateService(t, harness.TunnelService("None"))
+		if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			t.Fatalf("service is not headless: %q", svc.Spec.ClusterIP)
+		}
+		badNode(t, cp, "cloud-late", false, []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.50.99"}})
+		fresh := harness.StartCoreDNS(t, cp.Kubeconfig, onlyYurthosts)
+		time.Sleep(time.Second) // many debounce windows: nothing may be written
+		if got := records(t, cp, tunnelnodes.ConfigMapName); got != before {
+			t.Errorf("the sync rewrote the records with a headless tunnel Service:\n%s", got)
+		}
+		for _, s := range []*harness.CoreDNS{srv, fresh} {
+			expectNodeRecords(t, s, nodeRecords)
+			badExpect(t, s.DNSAddr, "cloud-late", "A", "NXDOMAIN")
+		}
+		alive("headless Service")
+	})
+}
+
+// expectNodeRecords checks dig answers each name its one address (and
+// NODATA for the other family).
+func expectNodeRecords(t *testing.T, srv *harness.CoreDNS, want map[string]string) {
+	t.Helper()
+	for name, ip := range want {
+		qtype, other := "A", "AAAA"
+		if netip.MustParseAddr(ip).Is6() {
+			qtype, other = "AAAA", "A"
+		}
+		badExpect(t, srv.DNSAddr, name, qtype, ip)
+		badExpect(t, srv.DNSAddr, name, other, "NODATA")
+	}
+}
+
+// badNode creates a node with exactly these addresses (status through the
+// status subresource, as the kubelet writes it).
+func badNode(t *testing.T, cp *harness.ControlPlane, name string, edge bool, addrs []corev1.NodeAddress) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
+	if edge {
+		n.Labels[tunnelnodes.EdgeNodeLabel] = "true"
+	}
+	created, err := cp.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Addresses = addrs
+	stored, err := cp.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("node %s with %d addresses: %v", name, len(addrs), err)
+	}
+	if len(stored.Status.Addresses) != len(addrs) {
+		t.Fatalf("node %s: %d addresses stored, want %d", name, len(stored.Status.Addresses), len(addrs))
+	}
+}
+
+// fiftyAddresses builds 50 distinct addresses: hostnames, DNS names and
+// External IPs (IPv4 and IPv6) throughout, first at position at, and after
+// it (only when internal) InternalIPs of both families.
+func fiftyAddresses(name string, at int, first corev1.NodeAddress, internal bool) []corev1.NodeAddress {
+	var out []corev1.NodeAddress
+	for i := 0; len(out) < 50; i++ {
+		if len(out) == at {
+			out = append(out, first)
+			continue
+		}
+		var a corev1.NodeAddress
+		switch i % 6 {
+		case 0:
+			a = corev1.NodeAddress{Type: corev1.NodeHostName, Address: fmt.Sprintf("%s-h%d", name, i)}
+		case 1:
+			a = corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: fmt.Sprintf("203.0.113.%d", i)}
+		case 2:
+			a = corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: fmt.Sprintf("2001:db8::%x", i)}
+		case 3:
+			a = corev1.NodeAddress{Type: corev1.NodeInternalDNS, Address: fmt.Sprintf("%s-%d.internal", name, i)}
+		case 4:
+			a = corev1.NodeAddress{Type: corev1.NodeExternalDNS, Address: fmt.Sprintf("%s-%d.example.com", name, i)}
+		default:
+			switch {
+			case !internal || len(out) < at:
+				a = corev1.NodeAddress{Type: corev1.NodeHostName, Address: fmt.Sprintf("%s-x%d", name, i)}
+			case i%12 == 5:
+				a = corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("fd00:77::%x", i)}
+			default:
+				a = corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("192.168.77.%d", i)}
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
