@@ -74,7 +74,7 @@ demo: deps test-tools
 ## image: OCI image tarballs in bin/ (no container engine needed): static binary,
 ## CA certificates, user 65532; coredns-yurt's entrypoint is /coredns like the stock image.
 image: build
-	$(GO) run ./hack/image --binary $(BIN)/coredns-yurt --entrypoint /coredns --ports 53/udp,53/tcp,9153/tcp \
+	$(GO) run ./hack/image --binary $(BIN)/coredns-yurt --entrypoint /coredns --bind-low-ports --ports 53/udp,53/tcp,9153/tcp \
 		--ref yurtdns/coredns-yurt:$(VERSION) --out $(BIN)/coredns-yurt.oci.tar
 	$(GO) run ./hack/image --binary $(BIN)/tunnel-nodes-sync --entrypoint /tunnel-nodes-sync --ports 8080/tcp,8081/tcp \
 		--ref yurtdns/tunnel-nodes-sync:$(VERSION) --out $(BIN)/tunnel-nodes-sync.oci.tar

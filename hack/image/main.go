@@ -16,13 +16,14 @@ func main() {
 	ports := flag.String("ports", "", "exposed ports, comma separated, e.g. 53/udp,53/tcp,9153/tcp")
 	ref := flag.String("ref", "", "image reference recorded in the archive, e.g. yurtdns/coredns-yurt:v0.1.0")
 	out := flag.String("out", "", "output tar file")
+	bindLowPorts := flag.Bool("bind-low-ports", false, "give the binary cap_net_bind_service=+ep (file capability) for ports below 1024")
 	certs := flag.String("ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "CA bundle to include")
 	flag.Parse()
 	if *binary == "" || *entrypoint == "" || *ref == "" || *out == "" {
 		fmt.Fprintln(os.Stderr, "usage: image --binary BIN --entrypoint /PATH --ref NAME:TAG --out FILE.tar [--ports P,...]")
 		os.Exit(2)
 	}
-	spec := image.Spec{Binary: *binary, Entrypoint: *entrypoint, CACertificates: *certs}
+	spec := image.Spec{Binary: *binary, Entrypoint: *entrypoint, CACertificates: *certs, BindLowPorts: *bindLowPorts}
 	if *ports != "" {
 		spec.Ports = strings.Split(*ports, ",")
 	}

@@ -39,7 +39,24 @@ type Spec struct {
 	Ports []string
 	// CACertificates is the CA bundle to include.
 	CACertificates string
+	// BindLowPorts gives the binary the file capability
+	// cap_net_bind_service=+ep, as the stock CoreDNS image does, so the
+	// non-root user can serve port 53 when the pod adds NET_BIND_SERVICE.
+	BindLowPorts bool
 }
+
+// netBindServiceCapability is the security.capability xattr value for
+// cap_net_bind_service=+ep: struct vfs_cap_data, revision 2, effective flag,
+// permitted bit 10 (CAP_NET_BIND_SERVICE), little endian.
+var netBindServiceCapability = string([]byte{
+	0x01, 0x00, 0x00, 0x02, // VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE
+	0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // permitted, inheritable (caps 0–31)
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // permitted, inheritable (caps 32–63)
+})
+
+// capabilityPAXKey is how tar carries the xattr; containerd and runc's
+// unpackers set it on the file.
+const capabilityPAXKey = "SCHILY.xattr.security.capability"
 
 // epoch makes the layer reproducible: the same binary gives the same digest.
 var epoch = time.Unix(0, 0).UTC()
@@ -77,7 +94,12 @@ func Build(s Spec) (v1.Image, error) {
 		{s.Entrypoint[1:], 0o755, bin},
 	}
 	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: epoch}); err != nil {
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: epoch}
+		if f.name == s.Entrypoint[1:] && s.BindLowPorts {
+			hdr.PAXRecords = map[string]string{capabilityPAXKey: netBindServiceCapability}
+			hdr.Format = tar.FormatPAX
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, err
 		}
 		if _, err := tw.Write(f.data); err != nil {

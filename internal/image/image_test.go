@@ -3,6 +3,8 @@ package image
 import (
 	"archive/tar"
 	"debug/elf"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -10,13 +12,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/yurtdns/yurtdns/test/harness"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"golang.org/x/sys/unix"
 )
 
-// untar extracts a tar stream into dir.
+// untar extracts a tar stream into dir, with the xattrs the entries carry
+// (as containerd does: that is how a file capability reaches the node).
 func untar(t *testing.T, r io.Reader, dir string) {
 	t.Helper()
 	tr := tar.NewReader(r)
@@ -49,7 +54,63 @@ func untar(t *testing.T, r io.Reader, dir string) {
 			t.Fatal(err)
 		}
 		f.Close()
+		for key, value := range h.PAXRecords {
+			if name, ok := strings.CutPrefix(key, "SCHILY.xattr."); ok {
+				if err := unix.Setxattr(p, name, []byte(value), 0); err != nil {
+					t.Fatalf("%s: setting xattr %s: %v", h.Name, name, err)
+				}
+			}
+		}
 	}
+}
+
+// fileCapability reads the security.capability xattr, "" when absent.
+func fileCapability(t *testing.T, path string) string {
+	t.Helper()
+	buf := make([]byte, 64)
+	n, err := unix.Getxattr(path, "security.capability", buf)
+	if errors.Is(err, unix.ENODATA) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(buf[:n])
+}
+
+// serveAsNonRoot runs bin as the image's user 65532 with only
+// NET_BIND_SERVICE in its bounding set (what the DaemonSet grants) on
+// 127.0.53.53:53 and reports whether a query is answered.
+func serveAsNonRoot(t *testing.T, bin string) error {
+	t.Helper()
+	// The unpacked tree lives in 0700 test directories: open the path.
+	for dir := filepath.Dir(bin); dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	corefile := filepath.Join(filepath.Dir(bin), "Corefile")
+	if err := os.WriteFile(corefile, []byte(".:53 {\n    bind 127.0.53.53\n    whoami\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("setpriv", "--reuid=65532", "--regid=65532", "--clear-groups",
+		"--inh-caps=-all", "--bounding-set=-all,+net_bind_service", bin, "-conf", corefile)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var last error
+	for range 50 {
+		r, err := harness.DigErr("127.0.53.53:53", "whoami.example", "A")
+		if err == nil && r.Status == "NOERROR" {
+			return nil
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("not answering on port 53 as uid 65532: %v\n%s", last, out.String())
 }
 
 // TestImages builds both images, reads each archive back as an OCI layout,
@@ -60,17 +121,18 @@ func TestImages(t *testing.T) {
 	for _, tc := range []struct {
 		name, entrypoint string
 		ports            []string
+		bindLowPorts     bool
 		run              [][]string
 		wantOutput       []string
 	}{
-		{"coredns-yurt", "/coredns", []string{"53/udp", "53/tcp", "9153/tcp"},
+		{"coredns-yurt", "/coredns", []string{"53/udp", "53/tcp", "9153/tcp"}, true,
 			[][]string{{"-version"}, {"-plugins"}}, []string{"CoreDNS-1.15.0+yurthosts-", "yurthosts"}},
-		{"tunnel-nodes-sync", "/tunnel-nodes-sync", []string{"8080/tcp", "8081/tcp"},
+		{"tunnel-nodes-sync", "/tunnel-nodes-sync", []string{"8080/tcp", "8081/tcp"}, false,
 			[][]string{{"--version"}, {"install", "--help"}}, []string{"tunnel-nodes-sync version", "--control-plane-jobs"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			img, err := Build(Spec{Binary: harness.Binary(t, tc.name), Entrypoint: tc.entrypoint, Ports: tc.ports,
-				CACertificates: "/etc/ssl/certs/ca-certificates.crt"})
+				CACertificates: "/etc/ssl/certs/ca-certificates.crt", BindLowPorts: tc.bindLowPorts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,6 +200,21 @@ func TestImages(t *testing.T) {
 			e.Close()
 			if _, err := os.Stat(filepath.Join(root, "etc/ssl/certs/ca-certificates.crt")); err != nil {
 				t.Errorf("no CA certificates: %v", err)
+			}
+			wantCap := ""
+			if tc.bindLowPorts {
+				wantCap = netBindServiceCapability
+			}
+			if got := fileCapability(t, bin); got != wantCap {
+				t.Errorf("file capability of %s = %x, want %x", tc.entrypoint, got, wantCap)
+			}
+			if tc.bindLowPorts {
+				if os.Geteuid() != 0 {
+					t.Fatal("serving port 53 as uid 65532 needs the test to run as root (setpriv)")
+				}
+				if err := serveAsNonRoot(t, bin); err != nil {
+					t.Error(err)
+				}
 			}
 			for i, args := range tc.run {
 				out, err := exec.Command(bin, args...).CombinedOutput()
