@@ -61,6 +61,9 @@ func (f fieldEdit) revert(ctx context.Context, env *Env, ss *stepState) (changed
 	if err != nil {
 		return false, "", err
 	}
+	if exists == !rec.BeforeAbsent && cur == rec.Before {
+		return false, "", nil // still the original: install was interrupted before writing it
+	}
 	if !exists || cur != rec.After {
 		return false, f.key + " changed since install: left as it is", nil
 	}

@@ -147,7 +147,9 @@ func Revert(ctx context.Context, env *Env, out io.Writer) error {
 	steps := Steps()
 	slices.Reverse(steps)
 	for _, step := range steps {
-		if ss, ok := st.steps[step.Name]; !ok || !ss.Applied {
+		// A step with records but not applied is one an install was
+		// interrupted in (killed, or failed): what it did so far is undone too.
+		if ss, ok := st.steps[step.Name]; !ok || (!ss.Applied && len(ss.Records) == 0) {
 			fmt.Fprintf(out, "[%s] not applied: nothing to revert\n", step.Name)
 			continue
 		}

@@ -225,17 +225,25 @@ func fieldStep(name, what string, f fieldEdit, after func(context.Context, *Env)
 	return Step{
 		Name: name,
 		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			// A record of the value without the step applied: an earlier
+			// install wrote it (or was about to) and was interrupted, maybe
+			// before the action after the write, which must run now.
+			_, interrupted := ss.Records[f.key]
+			interrupted = interrupted && !ss.Applied
 			changed, diff, err := f.install(ctx, env, ss)
 			if err != nil {
 				return Result{}, err
 			}
-			if err := run(ctx, env, changed); err != nil {
+			if err := run(ctx, env, changed || interrupted); err != nil {
 				return Result{}, err
 			}
-			if !changed {
-				return Result{Summary: "already applied"}, nil
+			switch {
+			case changed:
+				return Result{Changed: true, Summary: what, Diffs: []string{diff}}, nil
+			case interrupted && after != nil:
+				return Result{Changed: true, Summary: what + " (completing an interrupted install)"}, nil
 			}
-			return Result{Changed: true, Summary: what, Diffs: []string{diff}}, nil
+			return Result{Summary: "already applied"}, nil
 		},
 		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
 			changed, note, err := f.revert(ctx, env, ss)

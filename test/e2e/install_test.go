@@ -55,10 +55,17 @@ func newKubeadmCluster(t *testing.T) *kubeadmCluster {
 // its output and how it ended.
 func (k *kubeadmCluster) run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	all := append([]string{args[0], "--kubeconfig", k.Kubeconfig, "--manifests-dir", k.manifests, "--backup-dir", k.backups, "--timeout", "20s"}, args[1:]...)
-	p := harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), all...)
+	p := k.start(t, k.Kubeconfig, args...)
 	err := p.Wait(t, 2*time.Minute)
 	return p.Output(), err
+}
+
+// start starts a tunnel-nodes-sync subcommand against the cluster's
+// manifests, reaching the apiserver through kubeconfig, and does not wait.
+func (k *kubeadmCluster) start(t *testing.T, kubeconfig string, args ...string) *harness.Process {
+	t.Helper()
+	all := append([]string{args[0], "--kubeconfig", kubeconfig, "--manifests-dir", k.manifests, "--backup-dir", k.backups, "--timeout", "20s"}, args[1:]...)
+	return harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), all...)
 }
 
 // snapshot captures what install may change and revert must restore:

@@ -1,0 +1,74 @@
+package install
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// valueEdit is a fieldEdit over one in-memory value, counting writes.
+func valueEdit(value *string, writes *int) fieldEdit {
+	return fieldEdit{
+		key: "value",
+		get: func(context.Context, *Env) (string, bool, error) { return *value, true, nil },
+		set: func(_ context.Context, _ *Env, v string, _ bool) error {
+			*value = v
+			*writes++
+			return nil
+		},
+		desired: func(*Env, string, bool) (string, error) { return "new", nil },
+	}
+}
+
+func newStepState() *stepState {
+	return &stepState{Records: map[string]record{}, persist: func(context.Context) error { return nil }}
+}
+
+// An install killed after a fieldStep wrote its value but before the action
+// after the write (kube-proxy's rolling restart): the next install finds the
+// value already written and must still run the action; once the step is
+// applied, it runs nothing.
+func TestFieldStepCompletesInterruptedAction(t *testing.T) {
+	ctx := context.Background()
+	env := &Env{}
+	value, writes, actions := "old", 0, 0
+	edit := valueEdit(&value, &writes)
+	step := fieldStep("s", "did it", edit, func(context.Context, *Env) error { actions++; return nil })
+
+	// The killed install: the write-ahead record and the write, no action.
+	ss := newStepState()
+	if changed, _, err := edit.install(ctx, env, ss); err != nil || !changed || value != "new" {
+		t.Fatalf("install: changed %v, %v, value %q", changed, err, value)
+	}
+
+	res, err := step.Install(ctx, env, ss)
+	if err != nil || actions != 1 || !res.Changed || !strings.Contains(res.Summary, "interrupted") {
+		t.Fatalf("install after the kill: %+v, %v, %d actions; want the action run once", res, err, actions)
+	}
+	if writes != 1 || ss.Records["value"].Before != "old" || ss.Records["value"].After != "new" {
+		t.Errorf("install after the kill: %d writes, record %+v; want 1 write and the original kept", writes, ss.Records["value"])
+	}
+	ss.Applied = true
+	if res, err := step.Install(ctx, env, ss); err != nil || actions != 1 || res.Changed {
+		t.Errorf("install of the applied step: %+v, %v, %d actions; want nothing done", res, err, actions)
+	}
+}
+
+// Revert after an install killed between the write-ahead record and the
+// write: the value is still the original, so there is nothing to restore
+// (and nothing to report as changed by the user).
+func TestFieldEditRevertBeforeTheWrite(t *testing.T) {
+	ctx := context.Background()
+	value, writes := "old", 0
+	edit := valueEdit(&value, &writes)
+	ss := newStepState()
+	ss.Records["value"] = record{Before: "old", After: "new"} // saved; the write never happened
+	changed, note, err := edit.revert(ctx, &Env{}, ss)
+	if err != nil || changed || note != "" || writes != 0 || value != "old" {
+		t.Errorf("revert: changed %v, note %q, %v, %d writes, value %q; want nothing to restore", changed, note, err, writes, value)
+	}
+	value = "user's"
+	if changed, note, _ := edit.revert(ctx, &Env{}, ss); changed || !strings.Contains(note, "changed since install") || value != "user's" {
+		t.Errorf("revert of a value changed since: changed %v, note %q, value %q", changed, note, value)
+	}
+}
