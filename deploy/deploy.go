@@ -30,8 +30,43 @@ var manifests embed.FS
 
 // Render builds the kustomization in directory dir (one of the constants).
 func Render(dir string) ([]*unstructured.Unstructured, error) {
+	mem, err := embeddedFS()
+	if err != nil {
+		return nil, err
+	}
+	return run(mem, dir)
+}
+
+// SidecarComponent is the kustomize component that runs the sync inside
+// yurt-tunnel-server's pod.
+const SidecarComponent = "tunnel-nodes-sync/sidecar"
+
+// RenderSidecar renders a kustomization of the given yurt-tunnel-server
+// Deployment (YAML) with SidecarComponent added, as a user's own
+// kustomization would include it.
+func RenderSidecar(tunnelServerDeployment []byte) ([]*unstructured.Unstructured, error) {
+	mem, err := embeddedFS()
+	if err != nil {
+		return nil, err
+	}
+	const dir = "user"
+	files := map[string][]byte{
+		"kustomization.yaml": []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: kube-system\n" +
+			"resources:\n- tunnel-server.yaml\ncomponents:\n- ../" + SidecarComponent + "\n"),
+		"tunnel-server.yaml": tunnelServerDeployment,
+	}
+	for name, data := range files {
+		if err := mem.WriteFile(path.Join("/", dir, name), data); err != nil {
+			return nil, err
+		}
+	}
+	return run(mem, dir)
+}
+
+// embeddedFS copies the embedded manifests into an in-memory file system.
+func embeddedFS() (filesys.FileSystem, error) {
 	mem := filesys.MakeFsInMemory()
-	err := fs.WalkDir(manifests, dir, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(manifests, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -42,8 +77,13 @@ func Render(dir string) ([]*unstructured.Unstructured, error) {
 		return mem.WriteFile(path.Join("/", p), data)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading embedded %s: %w", dir, err)
+		return nil, fmt.Errorf("reading embedded manifests: %w", err)
 	}
+	return mem, nil
+}
+
+// run builds the kustomization in dir of mem.
+func run(mem filesys.FileSystem, dir string) ([]*unstructured.Unstructured, error) {
 	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, path.Join("/", dir))
 	if err != nil {
 		return nil, fmt.Errorf("kustomize %s: %w", dir, err)

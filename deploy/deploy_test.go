@@ -1,17 +1,10 @@
 package deploy
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/api/krusty"
-	kustomizetypes "sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/kustomize/kyaml/resid"
 )
 
 func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
@@ -73,19 +66,7 @@ func TestRenderTunnelNodesSync(t *testing.T) {
 // yurt-tunnel-server, as a user would, and checks the container and the
 // bindings to the tunnel server's ServiceAccount.
 func TestSidecarComponent(t *testing.T) {
-	component, err := filepath.Abs("tunnel-nodes-sync/sidecar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	component, err = filepath.Rel(dir, component)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{
-		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: kube-system\n" +
-			"resources:\n- tunnel-server.yaml\ncomponents:\n- " + component + "\n",
-		"tunnel-server.yaml": `apiVersion: apps/v1
+	objs, err := RenderSidecar([]byte(`apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: yurt-tunnel-server
@@ -100,22 +81,13 @@ spec:
       containers:
       - name: yurt-tunnel-server
         image: openyurt/yurt-tunnel-server:latest
-`,
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	opts := krusty.MakeDefaultOptions()
-	opts.LoadRestrictions = kustomizetypes.LoadRestrictionsNone
-	res, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, r := range res.Resources() {
-		names = append(names, r.GetKind()+"/"+r.GetName())
+	for _, o := range objs {
+		names = append(names, o.GetKind()+"/"+o.GetName())
 	}
 	for _, want := range []string{"Deployment/yurt-tunnel-server", "Role/yurtdns:tunnel-nodes-sync", "ClusterRole/yurtdns:tunnel-nodes-sync",
 		"RoleBinding/yurtdns:tunnel-nodes-sync-sidecar", "ClusterRoleBinding/yurtdns:tunnel-nodes-sync-sidecar"} {
@@ -123,13 +95,17 @@ spec:
 			t.Errorf("%s missing from %v", want, names)
 		}
 	}
-	d, err := res.GetById(resid.NewResIdWithNamespace(resid.Gvk{Group: "apps", Version: "v1", Kind: "Deployment"}, "yurt-tunnel-server", "kube-system"))
-	if err != nil {
-		t.Fatal(err)
+	d := find(objs, "Deployment", "yurt-tunnel-server")
+	if d.GetNamespace() != "kube-system" {
+		t.Errorf("Deployment namespace %q", d.GetNamespace())
 	}
-	yaml, _ := d.AsYAML()
-	if !strings.Contains(string(yaml), "name: tunnel-nodes-sync") || !strings.Contains(string(yaml), "name: yurt-tunnel-server") {
-		t.Errorf("sidecar not added next to the tunnel server:\n%s", yaml)
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	var containerNames []string
+	for _, c := range containers {
+		containerNames = append(containerNames, c.(map[string]any)["name"].(string))
+	}
+	if !slices.Contains(containerNames, "tunnel-nodes-sync") || !slices.Contains(containerNames, "yurt-tunnel-server") {
+		t.Errorf("sidecar not added next to the tunnel server: containers %v", containerNames)
 	}
 }
 

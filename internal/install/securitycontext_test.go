@@ -2,8 +2,6 @@ package install
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -13,9 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/kustomize/api/krusty"
-	kustomizetypes "sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // podUnderTest is one pod template yurtdns ships or builds.
@@ -121,45 +116,14 @@ func templateOf(t *testing.T, o *unstructured.Unstructured) (corev1.PodSpec, boo
 // yurt-tunnel-server Deployment, as a user's kustomization would.
 func sidecarPod(t *testing.T) corev1.PodSpec {
 	t.Helper()
-	component, err := filepath.Abs("../../deploy/tunnel-nodes-sync/sidecar")
+	objs, err := deploy.RenderSidecar([]byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: yurt-tunnel-server\nspec:\n" +
+		"  selector: {matchLabels: {k8s-app: yurt-tunnel-server}}\n  template:\n    metadata: {labels: {k8s-app: yurt-tunnel-server}}\n" +
+		"    spec:\n      containers:\n      - {name: yurt-tunnel-server, image: openyurt/yurt-tunnel-server:latest}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if component, err = filepath.Rel(dir, component); err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{
-		"kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: kube-system\n" +
-			"resources:\n- tunnel-server.yaml\ncomponents:\n- " + component + "\n",
-		"tunnel-server.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: yurt-tunnel-server\nspec:\n" +
-			"  selector: {matchLabels: {k8s-app: yurt-tunnel-server}}\n  template:\n    metadata: {labels: {k8s-app: yurt-tunnel-server}}\n" +
-			"    spec:\n      containers:\n      - {name: yurt-tunnel-server, image: openyurt/yurt-tunnel-server:latest}\n",
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	opts := krusty.MakeDefaultOptions()
-	opts.LoadRestrictions = kustomizetypes.LoadRestrictionsNone
-	res, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res.Resources() {
-		if r.GetKind() != "Deployment" {
-			continue
-		}
-		data, err := r.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := &unstructured.Unstructured{}
-		if err := o.UnmarshalJSON(data); err != nil {
-			t.Fatal(err)
-		}
-		if spec, ok := templateOf(t, o); ok {
+	for _, o := range objs {
+		if spec, ok := templateOf(t, o); ok && o.GetKind() == "Deployment" {
 			return spec
 		}
 	}
