@@ -250,8 +250,16 @@ func fieldStep(name, what string, f fieldEdit, after func(context.Context, *Env)
 			if err != nil {
 				return Result{}, err
 			}
-			if err := run(ctx, env, changed); err != nil {
+			// The original value back in a step install had applied: an
+			// earlier revert restored it and was interrupted, maybe before
+			// the action after the write, which must run now.
+			_, recorded := ss.Records[f.key]
+			interrupted := !changed && note == "" && recorded && ss.Applied
+			if err := run(ctx, env, changed || interrupted); err != nil {
 				return Result{}, err
+			}
+			if interrupted && after != nil {
+				return Result{Changed: true, Summary: "restored " + f.key + " (completing an interrupted revert)"}, nil
 			}
 			if !changed {
 				if note == "" {

@@ -162,7 +162,7 @@ func TestStory(t *testing.T) {
 	})
 
 	out, err := k.run(t, "status", "--verify-dns", dns.DNSAddr)
-	if err != nil || strings.Count(out, " OK") != 4 || strings.Count(out, " applied") != 7 {
+	if err != nil || strings.Count(out, " OK") != 4 || !allApplied(out) {
 		t.Errorf("status --verify-dns: %v\n%s", err, out)
 	}
 
