@@ -51,13 +51,14 @@ func WriteQueries(t TB, names []string, qtype string) string {
 }
 
 // StartDNSPerf sends qps queries per second from the queries file to server
-// ("127.0.0.1:PORT") over UDP for d.
+// ("127.0.0.1:PORT") over UDP for d. A query unanswered after 5 s (a
+// resolver's usual timeout) is lost.
 func StartDNSPerf(t TB, server, queries string, qps int, d time.Duration) *DNSPerf {
 	t.Helper()
 	host, port, _ := strings.Cut(server, ":")
 	p := &DNSPerf{done: make(chan error, 1)}
 	p.cmd = exec.Command("dnsperf", "-s", host, "-p", port, "-d", queries,
-		"-l", strconv.Itoa(int(d.Seconds())), "-Q", strconv.Itoa(qps), "-t", "2")
+		"-l", strconv.Itoa(int(d.Seconds())), "-Q", strconv.Itoa(qps), "-t", "5")
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting dnsperf: %v", err)
@@ -130,7 +131,7 @@ func StartAnswerChecker(server string, want map[string]string) *AnswerChecker {
 	for n := range want {
 		names = append(names, n)
 	}
-	client := &dns.Client{Timeout: 2 * time.Second}
+	client := &dns.Client{Timeout: 5 * time.Second}
 	go func() {
 		defer close(c.done)
 		for {
