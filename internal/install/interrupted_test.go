@@ -4,6 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // valueEdit is a fieldEdit over one in-memory value, counting writes.
@@ -102,5 +110,44 @@ func TestFieldStepCompletesInterruptedRevert(t *testing.T) {
 	fresh.Records["value"] = record{Before: "old", After: "new"}
 	if res, err := step.Revert(ctx, &Env{}, fresh); err != nil || actions != 1 || res.Changed {
 		t.Errorf("revert of a step never written: %+v, %v, %d actions; want nothing done", res, err, actions)
+	}
+}
+
+// A revert killed after scaling the coredns Deployment back but before it
+// was available (and the DaemonSet deleted): the next revert finds the
+// replicas already restored and must still wait for the Deployment before
+// deleting the DaemonSet, keeping the DaemonSet when it does not come up.
+func TestCoreDNSRevertWaitsAfterInterruptedRevert(t *testing.T) {
+	ctx := context.Background()
+	meta := metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: corednsName}
+	d := &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: new(int32(2))}} // scaled back, no pod up yet
+	c := fake.NewClientBuilder().WithObjects(d, &appsv1.DaemonSet{ObjectMeta: meta}).Build()
+	env := &Env{Client: c, Options: Options{Timeout: 300 * time.Millisecond}}
+	step := corednsDaemonSetStep()
+	ss := newStepState()
+	ss.Applied = true
+	ss.Records["DaemonSet kube-system/coredns"] = record{Created: true}
+	ss.Records["Deployment kube-system/coredns replicas"] = record{Before: "2", After: "0"}
+
+	_, err := step.Revert(ctx, env, ss)
+	if err == nil || !strings.Contains(err.Error(), "Deployment coredns not available") {
+		t.Errorf("revert with the Deployment unavailable: %v; want it to wait and fail", err)
+	}
+	if err := c.Get(ctx, key(corednsName), &appsv1.DaemonSet{}); err != nil {
+		t.Fatalf("revert deleted the DaemonSet while the Deployment was unavailable: %v", err)
+	}
+
+	if err := c.Get(ctx, key(corednsName), d); err != nil {
+		t.Fatal(err)
+	}
+	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, AvailableReplicas: 2}
+	if err := c.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := step.Revert(ctx, env, ss); err != nil || !res.Changed {
+		t.Fatalf("revert with the Deployment available: %+v, %v", res, err)
+	}
+	if err := c.Get(ctx, key(corednsName), &appsv1.DaemonSet{}); !apierrors.IsNotFound(err) {
+		t.Errorf("DaemonSet after the revert: %v; want it deleted", err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -34,15 +35,16 @@ import (
 // installFlags are the flags of every install in this file.
 var installFlags = []string{"install", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test"}
 
-// Where an install is killed.
+// Where an install or a revert is killed.
 const (
-	// afterStep: right after the state update that marks the step applied,
-	// before the next step has read or written anything.
+	// afterStep: right after the state update that marks the step applied
+	// (revert: that deletes the step's entry), before the next step has read
+	// or written anything.
 	afterStep = "after-step"
-	// midStep: the step's write-ahead record is saved and the step's first
-	// write has reached the apiserver (for control-plane: the manifest files
-	// are written), and nothing after it has: the process dies waiting for
-	// that write's answer.
+	// midStep: the step's write-ahead record is saved (revert: every later
+	// step's entry is deleted) and the step's first write has reached the
+	// apiserver (for control-plane: the manifest files are written), and
+	// nothing after it has: the process dies waiting for that write's answer.
 	midStep = "mid-step"
 )
 
@@ -54,7 +56,17 @@ const (
 // state itself) must equal what an uninterrupted install produces. Revert
 // must then restore every original and remove the state.
 //
-// The kill points are exact, not raced: the killed install reaches the
+// Then the same for `revert` (subtests revert/<step>/<point>): after an
+// uninterrupted install, revert is killed right after it deleted a step's
+// state entry, and in the middle of the step, once the step's first
+// restoring write reached the apiserver (for control-plane: the manifest
+// files are restored) and before its entry is deleted. Revert run again must
+// leave the originals, no object install created and no state, and
+// kube-proxy must have been restarted exactly once, after its config was
+// restored. Install run right after a killed revert must converge like an
+// uninterrupted install, and revert it again.
+//
+// The kill points are exact, not raced: the killed command reaches the
 // apiserver through a proxy in this test, which sends SIGKILL while the
 // process is blocked on the request that marks the point (a watch on the
 // state ConfigMap would see the update milliseconds later, by which time the
@@ -67,11 +79,41 @@ const (
 // hands its control plane back as unusable and the next step starts afresh.
 func TestInstallInterrupted(t *testing.T) {
 	const lanes = 2
+	type tally struct{ cases, after, mid, converged, restored, restarted, lost int }
 	var mu sync.Mutex
-	var tally struct{ cases, after, mid, converged, restored, lost int }
+	const installAfterRevert = "install after revert"
+	tallies := map[string]*tally{"install": {}, "revert": {}, installAfterRevert: {}}
+	// count counts a case of cmd killed at point, also when it stopped early.
+	count := func(cmd, point string, res *interruptResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		n := tallies[cmd]
+		n.cases++
+		if point == afterStep {
+			n.after++
+		} else {
+			n.mid++
+		}
+		n.lost += res.lost
+		if res.converged {
+			n.converged++
+		}
+		if res.restored {
+			n.restored++
+		}
+		if res.restarted {
+			n.restarted++
+		}
+	}
 	t.Cleanup(func() {
+		i, r, ir := tallies["install"], tallies["revert"], tallies[installAfterRevert]
 		t.Logf("%d interruptions: %d after-step, %d mid-step; reruns converged %d/%d; reverts restored originals %d/%d; %d values lost",
-			tally.cases, tally.after, tally.mid, tally.converged, tally.cases, tally.restored, tally.cases, tally.lost)
+			i.cases, i.after, i.mid, i.converged, i.cases, i.restored, i.cases, i.lost)
+		t.Logf("%d revert interruptions: %d after-step, %d mid-step; reruns restored originals %d/%d; "+
+			"kube-proxy restarted once, after its config was restored, %d/%d; %d values lost",
+			r.cases, r.after, r.mid, r.restored, r.cases, r.restarted, r.cases, r.lost)
+		t.Logf("%d installs right after a killed revert: converged %d/%d; reverts restored originals %d/%d; %d values lost",
+			ir.cases, ir.converged, ir.cases, ir.restored, ir.cases, ir.lost)
 	})
 	pool := make(chan *interruptCluster, lanes)
 	for range lanes {
@@ -99,47 +141,68 @@ func TestInstallInterrupted(t *testing.T) {
 		})
 	}
 	steps := install.StepNames()
-	for i, step := range steps {
-		t.Run(step, func(t *testing.T) {
-			lane(t, func(run func(string, func(*testing.T, *interruptCluster))) {
-				for _, point := range []string{afterStep, midStep} {
-					run(point, func(t *testing.T, c *interruptCluster) {
-						var res interruptResult
-						defer func() { // counted also when the case stops early
-							mu.Lock()
-							defer mu.Unlock()
-							tally.cases++
-							if point == afterStep {
-								tally.after++
+	// stepCases kills cmd at each point of each step in turn: subtests
+	// <step>/<point> of t.
+	stepCases := func(t *testing.T, cmd string) {
+		for i, step := range steps {
+			t.Run(step, func(t *testing.T) {
+				lane(t, func(run func(string, func(*testing.T, *interruptCluster))) {
+					for _, point := range []string{afterStep, midStep} {
+						run(point, func(t *testing.T, c *interruptCluster) {
+							var res interruptResult
+							defer count(cmd, point, &res)
+							if cmd == "install" {
+								c.interrupt(t, i, point, &res)
 							} else {
-								tally.mid++
+								c.interruptRevert(t, i, point, &res)
 							}
-							tally.lost += res.lost
-							if res.converged {
-								tally.converged++
-							}
-							if res.restored {
-								tally.restored++
-							}
-						}()
-						c.interrupt(t, i, point, &res)
-					})
-				}
+						})
+					}
+				})
 			})
-		})
+		}
 	}
+	stepCases(t, "install")
 
 	// Revert straight after a kill, without installing again, undoes the
 	// steps install completed and the part of the step it was killed in.
 	t.Run("revert-after-kill", func(t *testing.T) {
 		lane(t, func(run func(string, func(*testing.T, *interruptCluster))) {
 			run("kube-proxy", func(t *testing.T, c *interruptCluster) {
-				c.kill(t, slices.Index(steps, "kube-proxy"), midStep)
-				if restored, lost := c.revert(t); !restored || lost > 0 {
+				c.kill(t, "install", slices.Index(steps, "kube-proxy"), midStep)
+				if restored, lost := c.revert(t, c.Kubeconfig); !restored || lost > 0 {
 					t.Errorf("revert straight after the kill: %d values not restored", lost)
 				}
 			})
 		})
+	})
+
+	t.Run("revert", func(t *testing.T) {
+		t.Parallel()
+		stepCases(t, "revert")
+	})
+
+	// Install straight after a killed revert, without reverting again,
+	// converges as an uninterrupted install does, and revert then restores
+	// the originals: killed in the middle of kube-proxy (its config restored,
+	// kube-proxy not yet restarted), and after the last step (only the empty
+	// state left).
+	t.Run("install-after-revert-kill", func(t *testing.T) {
+		for _, at := range []struct{ step, point string }{{"kube-proxy", midStep}, {"rbac", afterStep}} {
+			t.Run(at.step, func(t *testing.T) {
+				lane(t, func(run func(string, func(*testing.T, *interruptCluster))) {
+					run(at.point, func(t *testing.T, c *interruptCluster) {
+						var res interruptResult
+						defer count(installAfterRevert, at.point, &res)
+						c.install(t)
+						c.kill(t, "revert", slices.Index(steps, at.step), at.point)
+						c.rerunInstall(t, c.pastLastRestart(t), &res)
+						restored, lost := c.revert(t, c.Kubeconfig)
+						res.restored, res.lost = restored, res.lost+lost
+					})
+				})
+			})
+		}
 	})
 }
 
@@ -151,12 +214,14 @@ type interruptCluster struct {
 	installed map[string]string // snapshot after an uninterrupted install
 	created   map[string]string // objects an uninterrupted install created
 	state     map[string]string // the install state it recorded
+	// stopControllers stops the stand-in rollout controllers.
+	stopControllers func()
 }
 
 func newInterruptCluster(t *testing.T) *interruptCluster {
 	k := newKubeadmCluster(t)
-	t.Cleanup(k.PlayRolloutControllers(tunnelnodes.Namespace))
-	c := &interruptCluster{kubeadmCluster: k, original: k.snapshot(t)}
+	c := &interruptCluster{kubeadmCluster: k, original: k.snapshot(t), stopControllers: k.PlayRolloutControllers(tunnelnodes.Namespace)}
+	t.Cleanup(func() { c.stopControllers() })
 	if out, err := k.run(t, installFlags...); err != nil {
 		t.Fatalf("uninterrupted install: %v\n%s", err, out)
 	}
@@ -173,34 +238,43 @@ func newInterruptCluster(t *testing.T) *interruptCluster {
 	return c
 }
 
+// pauseControllers stops the stand-in rollout controllers until resume is
+// called: what is scaled up meanwhile does not become available.
+func (c *interruptCluster) pauseControllers() (resume func()) {
+	c.stopControllers()
+	return func() { c.stopControllers = c.PlayRolloutControllers(tunnelnodes.Namespace) }
+}
+
 type interruptResult struct {
 	converged, restored bool
-	lost                int // original values not restored, or recorded wrong
+	// restarted: kube-proxy was restarted exactly once, after its config was restored.
+	restarted bool
+	lost      int // original values not restored, or recorded wrong
 }
 
 // interrupt kills install at point of step steps[i], runs it again and
 // checks the outcome against an uninterrupted install, reverts, and checks
 // the originals are back; res says how it went so far.
 func (c *interruptCluster) interrupt(t *testing.T, i int, point string, res *interruptResult) {
-	ctx := context.Background()
 	step := install.StepNames()[i]
-	proxyGen := func() int64 {
-		ds, err := c.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "kube-proxy", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ds.Generation
-	}
-	gen0 := proxyGen()
-	c.kill(t, i, point)
+	gen0 := c.pastLastRestart(t)
+	c.kill(t, "install", i, point)
 	if point == midStep {
 		// Revert would undo the part of the step done so far too.
 		if out, err := c.run(t, "revert", "--dry-run"); err != nil || !strings.Contains(out, "["+step+"] would: ") {
 			t.Errorf("revert --dry-run after a kill in the middle of %s does not undo it: %v\n%s", step, err, out)
 		}
 	}
+	c.rerunInstall(t, gen0, res)
+	restored, lost := c.revert(t, c.Kubeconfig)
+	res.restored, res.lost = restored, res.lost+lost
+}
 
-	// Install again: it completes and the cluster is as an uninterrupted install leaves it.
+// rerunInstall runs install after a kill and checks the cluster is as an
+// uninterrupted install leaves it, and kube-proxy was restarted since its
+// DaemonSet had generation gen0.
+func (c *interruptCluster) rerunInstall(t *testing.T, gen0 int64, res *interruptResult) {
+	t.Helper()
 	out, err := c.run(t, installFlags...)
 	if err != nil {
 		t.Fatalf("install after the kill: %v\n%s", err, out)
@@ -235,55 +309,171 @@ func (c *interruptCluster) interrupt(t *testing.T, i int, point string, res *int
 	}
 	// kube-proxy reads its config only at start: it must have been
 	// restarted after the config was written.
-	if gen := proxyGen(); gen <= gen0 {
+	if gen := c.kubeProxy(t).Generation; gen <= gen0 {
 		res.converged = false
 		t.Errorf("kube-proxy was not restarted after its config changed (DaemonSet generation %d before, %d after)", gen0, gen)
 	}
-
-	restored, lost := c.revert(t)
-	res.restored, res.lost = restored, res.lost+lost
 }
 
-// kill runs install through a killProxy and checks it died at point of
-// step steps[i].
-func (c *interruptCluster) kill(t *testing.T, i int, point string) {
+// interruptRevert installs, kills revert at point of step steps[i], runs
+// revert again and checks the originals are back, and kube-proxy was
+// restarted exactly once, after its config was restored; res says how it
+// went so far.
+func (c *interruptCluster) interruptRevert(t *testing.T, i int, point string, res *interruptResult) {
+	ctx := context.Background()
+	step := install.StepNames()[i]
+	c.install(t)
+	// In the middle of coredns-daemonset the kill comes right after the
+	// Deployment was scaled back, before its pods are up (the stand-in
+	// controllers pause): revert run again must wait for them before the
+	// DaemonSet goes, and keep the DaemonSet when they do not come up.
+	// (A failed case leaves the controllers paused: its cluster is not reused.)
+	keepsDNS := step == "coredns-daemonset" && point == midStep
+	resume := func() {}
+	if keepsDNS {
+		resume = c.pauseControllers()
+	}
+	gen0 := c.pastLastRestart(t)
+	killed := c.kill(t, "revert", i, point)
+	if keepsDNS {
+		out, err := c.run(t, "revert", "--timeout", "1s")
+		if err == nil || !strings.Contains(out, "Deployment coredns not available after 1s") {
+			t.Errorf("revert after a kill in the middle of %s, the Deployment's pods not up: want it to wait for them and fail, got %v\n%s", step, err, out)
+		}
+		if _, err := c.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{}); err != nil {
+			t.Errorf("revert deleted the coredns DaemonSet before the Deployment was available: %v", err)
+		}
+		resume()
+	}
+
+	// Revert again, through a proxy that only records the writes.
+	rerun := newKillProxy(t, c.ControlPlane, "revert", "", "")
+	restored, lost := c.revert(t, rerun.kubeconfig)
+	res.restored, res.lost = restored, lost
+
+	// kube-proxy reads its config only at start: one restart, after the
+	// config was restored (the restart patches the DaemonSet's template).
+	var restores, restarts []int
+	writes := slices.Concat(killed.written(), rerun.written())
+	for n, w := range writes {
+		switch w {
+		case "PUT /api/v1/namespaces/kube-system/configmaps/kube-proxy":
+			restores = append(restores, n)
+		case "PATCH /apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy":
+			restarts = append(restarts, n)
+		}
+	}
+	gen := c.kubeProxy(t).Generation
+	res.restarted = len(restores) == 1 && len(restarts) == 1 && restarts[0] > restores[0] && gen == gen0+1
+	if !res.restarted {
+		t.Errorf("kube-proxy: config restored by write %v, restarted by write %v of the killed revert and the rerun, DaemonSet generation %d before, %d after; "+
+			"want one restart after the one restoring write\nkilled revert and rerun wrote %q", restores, restarts, gen0, gen, writes)
+	}
+}
+
+// install runs an uninterrupted install and checks it made what the first did.
+func (c *interruptCluster) install(t *testing.T) {
+	t.Helper()
+	if out, err := c.run(t, installFlags...); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	now := c.snapshot(t)
+	if changed := diffSnapshots(c.installed, now); len(changed) > 0 {
+		t.Fatalf("install left %v unlike an uninterrupted install", changed)
+	}
+}
+
+// kubeProxy is the kube-proxy DaemonSet.
+func (c *interruptCluster) kubeProxy(t *testing.T) *appsv1.DaemonSet {
+	t.Helper()
+	ds, err := c.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(context.Background(), "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// pastLastRestart waits until the clock has left the second of kube-proxy's
+// last restart, whose timestamp has whole seconds (as kubectl's): a restart
+// within the same second writes the same value, which changes nothing. It
+// returns the DaemonSet's generation.
+func (c *interruptCluster) pastLastRestart(t *testing.T) int64 {
+	t.Helper()
+	ds := c.kubeProxy(t)
+	if at, err := time.Parse(time.RFC3339, ds.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"]); err == nil {
+		time.Sleep(time.Until(at.Add(time.Second)))
+	}
+	return ds.Generation
+}
+
+// kill runs cmd (install or revert) through a killProxy, checks it died at
+// point of step steps[i], and returns the proxy (with the writes the command
+// made).
+func (c *interruptCluster) kill(t *testing.T, cmd string, i int, point string) *killProxy {
 	t.Helper()
 	steps := install.StepNames()
 	step := steps[i]
-	kp := newKillProxy(t, c.ControlPlane, step, point)
-	p := c.start(t, kp.kubeconfig, installFlags...)
+	kp := newKillProxy(t, c.ControlPlane, cmd, step, point)
+	args := installFlags
+	if cmd != "install" {
+		args = []string{cmd}
+	}
+	p := c.start(t, kp.kubeconfig, args...)
 	kp.process <- p
 	err := p.Wait(t, 2*time.Minute)
 	where := kp.killedAt()
 	if where == "" {
-		t.Fatalf("install ended (%v) without reaching the kill point:\n%s", err, p.Output())
+		t.Fatalf("%s ended (%v) without reaching the kill point:\n%s", cmd, err, p.Output())
 	}
-	t.Logf("killed %s", where)
+	t.Logf("killed %s %s", cmd, where)
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("install ended with %v, not by SIGKILL:\n%s", err, p.Output())
+		t.Fatalf("%s ended with %v, not by SIGKILL:\n%s", cmd, err, p.Output())
 	}
-	state := decodeState(t, c.installState(t))
-	switch s, ok := state[step]; {
-	case point == afterStep && (!ok || !s.Applied):
-		t.Fatalf("killed after step %s, but the state does not record it applied: %+v", step, state)
-	case point == afterStep && i+1 < len(steps) && state[steps[i+1]].Records != nil:
-		t.Fatalf("killed after step %s, but step %s had begun: %+v", step, steps[i+1], state)
-	case point == midStep && (!ok || s.Applied || len(s.Records) == 0):
-		t.Fatalf("killed in the middle of step %s, but the state says %+v", step, state)
+	data := c.installState(t)
+	state := decodeState(t, data)
+	s, ok := state[step]
+	if cmd == "install" {
+		switch {
+		case point == afterStep && (!ok || !s.Applied):
+			t.Fatalf("killed after step %s, but the state does not record it applied: %+v", step, state)
+		case point == afterStep && i+1 < len(steps) && state[steps[i+1]].Records != nil:
+			t.Fatalf("killed after step %s, but step %s had begun: %+v", step, steps[i+1], state)
+		case point == midStep && (!ok || s.Applied || len(s.Records) == 0):
+			t.Fatalf("killed in the middle of step %s, but the state says %+v", step, state)
+		}
+		return kp
 	}
+	// Revert goes last step first, deleting each step's entry once undone.
+	for _, later := range steps[i+1:] {
+		if _, ok := state[later]; ok {
+			t.Fatalf("killed reverting step %s, but step %s is still in the state: %+v", step, later, state)
+		}
+	}
+	switch {
+	case data == nil:
+		t.Fatalf("killed reverting step %s, but the state is gone", step)
+	case point == afterStep && ok:
+		t.Fatalf("killed after reverting step %s, but the state still has it: %+v", step, state)
+	case point == afterStep && i > 0 && !state[steps[i-1]].Applied:
+		t.Fatalf("killed after reverting step %s, but step %s is no longer recorded applied: %+v", step, steps[i-1], state)
+	case point == midStep && (!ok || !s.Applied):
+		t.Fatalf("killed in the middle of reverting step %s, but the state says %+v", step, state)
+	}
+	return kp
 }
 
-// revert runs revert and checks every original is back and the objects
-// install created and its state are gone; lost counts the originals not
-// restored.
-func (c *interruptCluster) revert(t *testing.T) (restored bool, lost int) {
+// revert runs revert, reaching the apiserver through kubeconfig, and checks
+// every original is back and the objects install created and its state are
+// gone; lost counts the originals not restored.
+func (c *interruptCluster) revert(t *testing.T, kubeconfig string) (restored bool, lost int) {
 	t.Helper()
-	out, err := c.run(t, "revert")
-	if err != nil {
+	p := c.start(t, kubeconfig, "revert")
+	err := p.Wait(t, 2*time.Minute)
+	if out := p.Output(); err != nil {
 		t.Fatalf("revert: %v\n%s", err, out)
 	}
-	t.Logf("revert:\n%s", out)
+	t.Logf("revert:\n%s", p.Output())
 	restored = true
 	now := c.snapshot(t)
 	for _, changed := range diffSnapshots(c.original, now) {
@@ -319,7 +509,8 @@ func allApplied(status string) bool {
 	return true
 }
 
-// installState is the data of the install state ConfigMap (nil when absent).
+// installState is the data of the install state ConfigMap (nil when
+// absent, empty when it records no step).
 func (k *kubeadmCluster) installState(t *testing.T) map[string]string {
 	t.Helper()
 	cm, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(context.Background(), install.StateConfigMap, metav1.GetOptions{})
@@ -328,6 +519,9 @@ func (k *kubeadmCluster) installState(t *testing.T) map[string]string {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cm.Data == nil {
+		return map[string]string{}
 	}
 	return cm.Data
 }
@@ -405,23 +599,26 @@ func (k *kubeadmCluster) createdObjects(t *testing.T) map[string]string {
 	return out
 }
 
-// killProxy stands between the install under test and the apiserver and
-// SIGKILLs the install at a point of a step, while the install is blocked
-// on the request that marks the point. After the kill it forwards nothing.
+// killProxy stands between the install or revert under test and the
+// apiserver and SIGKILLs the process at a point of a step, while the process
+// is blocked on the request that marks the point. After the kill it forwards
+// nothing. Without a point it only forwards, recording the writes.
 type killProxy struct {
 	kubeconfig string
 	process    chan *harness.Process
 
 	cp          *harness.ControlPlane
 	base        http.RoundTripper
+	cmd         string // install or revert
 	step, point string
 
 	mu     sync.Mutex
-	armed  bool   // midStep: the step's write-ahead record is saved
-	killed string // where, once killed
+	armed  bool     // midStep: the step has begun, its next write is the step's
+	killed string   // where, once killed
+	writes []string // the writes the apiserver accepted, "METHOD path"
 }
 
-func newKillProxy(t *testing.T, cp *harness.ControlPlane, step, point string) *killProxy {
+func newKillProxy(t *testing.T, cp *harness.ControlPlane, cmd, step, point string) *killProxy {
 	t.Helper()
 	base, err := rest.TransportFor(cp.Config)
 	if err != nil {
@@ -434,7 +631,7 @@ func newKillProxy(t *testing.T, cp *harness.ControlPlane, step, point string) *k
 	if target.Scheme == "" {
 		target, _ = url.Parse("https://" + cp.Config.Host)
 	}
-	kp := &killProxy{process: make(chan *harness.Process, 1), cp: cp, base: base, step: step, point: point}
+	kp := &killProxy{process: make(chan *harness.Process, 1), cp: cp, base: base, cmd: cmd, step: step, point: point}
 	srv := httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
 		Transport: kp,
@@ -461,47 +658,82 @@ func (kp *killProxy) killedAt() string {
 	return kp.killed
 }
 
-// RoundTrip forwards one request of the install; requests are sequential,
-// so the install makes no progress while one is held here.
+// written returns the writes the apiserver accepted so far, in order.
+func (kp *killProxy) written() []string {
+	kp.mu.Lock()
+	defer kp.mu.Unlock()
+	return slices.Clone(kp.writes)
+}
+
+// RoundTrip forwards one request of the process; requests are sequential,
+// so the process makes no progress while one is held here.
 func (kp *killProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	kp.mu.Lock()
 	defer kp.mu.Unlock()
 	if kp.killed != "" {
-		return nil, fmt.Errorf("install was killed")
+		return nil, fmt.Errorf("%s was killed", kp.cmd)
 	}
 	mutating := req.Method != http.MethodGet && req.Method != http.MethodHead
 	stateWrite := mutating && strings.HasSuffix(req.URL.Path, "/configmaps/"+install.StateConfigMap)
 	what := req.Method + " " + req.URL.Path
-	if kp.armed && mutating && stateWrite {
+	if mutating && kp.point == midStep && !kp.armed {
+		// The step has begun, and nothing of it is written yet: this is its first write.
+		_, kp.armed = kp.progress(req.Context())
+	}
+	if kp.armed && stateWrite {
 		// The step wrote what it writes outside the apiserver (manifest
 		// files) and is about to record progress: die before that lands.
 		kp.kill("in step " + kp.step + " before " + what + " (not sent)")
-		return nil, fmt.Errorf("install was killed")
+		return nil, fmt.Errorf("%s was killed", kp.cmd)
 	}
 	resp, err := kp.base.RoundTrip(req)
 	if err != nil || !mutating || resp.StatusCode >= 300 {
 		return resp, err
 	}
+	kp.writes = append(kp.writes, what)
 	if kp.armed {
 		kp.kill("in step " + kp.step + " after " + what + " reached the apiserver")
 		return resp, nil
 	}
-	// What the install has recorded so far (read back, whatever encoding the request used).
-	cm, err := kp.cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(req.Context(), install.StateConfigMap, metav1.GetOptions{})
-	if err != nil {
+	if kp.point != afterStep {
 		return resp, nil
 	}
-	var s stepRecord
-	if data, ok := cm.Data[kp.step]; !ok || json.Unmarshal([]byte(data), &s) != nil {
-		return resp, nil
-	}
-	switch {
-	case kp.point == afterStep && s.Applied:
+	if done, _ := kp.progress(req.Context()); done && kp.cmd == "install" {
 		kp.kill("after step " + kp.step + " was recorded applied (" + what + ")")
-	case kp.point == midStep && !s.Applied:
-		kp.armed = true // the write-ahead record is saved: the next write is the step's
+	} else if done {
+		kp.kill("after step " + kp.step + " was reverted and its state entry deleted (" + what + ")")
 	}
 	return resp, nil
+}
+
+// progress reads back what the process has recorded so far (whatever
+// encoding its requests used): whether it is done with the step, and
+// whether it has begun it without being done. Install records a step
+// applied once done, after the write-ahead record of its first change;
+// revert goes last step first and deletes each step's entry once done.
+func (kp *killProxy) progress(ctx context.Context) (done, begun bool) {
+	if kp.point == "" {
+		return false, false
+	}
+	cm, err := kp.cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, install.StateConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return false, false
+	}
+	var s stepRecord
+	_, ok := cm.Data[kp.step]
+	if ok && json.Unmarshal([]byte(cm.Data[kp.step]), &s) != nil {
+		return false, false
+	}
+	if kp.cmd == "install" {
+		return ok && s.Applied, ok && !s.Applied
+	}
+	steps := install.StepNames()
+	for _, later := range steps[slices.Index(steps, kp.step)+1:] {
+		if _, ok := cm.Data[later]; ok {
+			return false, false // not reverted yet
+		}
+	}
+	return !ok, ok
 }
 
 // kill sends SIGKILL and waits until the process is gone.
