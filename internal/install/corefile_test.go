@@ -116,8 +116,6 @@ func TestEnsureYurthostsRefusesUnknownLayouts(t *testing.T) {
 func FuzzEnsureYurthosts(f *testing.F) {
 	f.Add(kubeadmCorefile)
 	f.Add(openYurtCorefile)
-	f.Add(".:53 {\n\tkubernetes { pods insecure }\n}\n")
-	f.Add(". {\n kubernetes \"a b\" {$ENV}\n}")
 	f.Fuzz(func(t *testing.T, in string) {
 		out, changed, err := EnsureYurthosts(in)
 		if err != nil {

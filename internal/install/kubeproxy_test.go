@@ -70,7 +70,6 @@ func TestEnableEndpointSliceProxyingOff(t *testing.T) {
 // FuzzKubeProxyConf: the config.conf edits never panic and are idempotent.
 func FuzzKubeProxyConf(f *testing.F) {
 	f.Add(kubeProxyConf(f))
-	f.Add("kind: KubeProxyConfiguration\nfeatureGates:\n  A: true\nclientConnection:\n  kubeconfig: x\n")
 	f.Fuzz(func(t *testing.T, conf string) {
 		for _, edit := range []func(string) (string, error){CommentOutKubeconfig, EnableEndpointSliceProxyingOff} {
 			out, err := edit(conf)

@@ -50,9 +50,8 @@ func TestParsePortMappings(t *testing.T) {
 
 // FuzzParsePortMappings: any config parses without panic into sorted,
 // unique, in-range ports that are never the kubelet ports.
+// Seeds: testdata/fuzz/FuzzParsePortMappings.
 func FuzzParsePortMappings(f *testing.F) {
-	f.Add("9100, 9445", "8080", "9100=10264")
-	f.Add("abc,,0,65536", "10250", "=,9=")
 	f.Fuzz(func(t *testing.T, https, http, pairs string) {
 		got, _ := ParsePortMappings(map[string]string{HTTPSProxyPortsKey: https, HTTPProxyPortsKey: http, DNATPortsPairKey: pairs},
 			DefaultHTTPSTargetPort, DefaultHTTPTargetPort)
