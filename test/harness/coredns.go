@@ -1,7 +1,9 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,5 +82,49 @@ func StartCoreDNS(t TB, kubeconfig, corefileTemplate string, opts ...CoreDNSOpti
 		Corefile:   path,
 	}
 	c.WaitHTTP200(t, c.ReadyURL, o.ReadyTimeout)
+	c.waitListening(t, o.ReadyTimeout)
 	return c
+}
+
+// waitListening waits until the DNS sockets are open. CoreDNS (caddy) runs
+// the plugins' startup hooks, where /ready starts reporting, before it opens
+// the DNS sockets, so /ready can say 200 a moment early. A 1-byte datagram
+// is dropped by the server without a reply, but draws "connection refused"
+// while nothing listens; no query is sent, so no plugin (forward, say) is
+// involved.
+func (c *CoreDNS) waitListening(t TB, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := udpBound(c.DNSAddr)
+		if err == nil {
+			var conn net.Conn
+			if conn, err = net.DialTimeout("tcp", c.DNSAddr, time.Second); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		if time.Now().After(deadline) || c.Exited() {
+			t.Fatalf("coredns-yurt ready but not listening on %s: %v\n%s", c.DNSAddr, err, c.Output())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func udpBound(addr string) error {
+	conn, err := net.Dial("udp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte{0}); err != nil {
+		return err
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	_, err = conn.Read(make([]byte, 512))
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		return nil // a reply, or neither a reply nor a refusal: bound
+	}
+	return err
 }
