@@ -48,10 +48,18 @@ func (o ManagerOptions) Validate() error {
 	if !o.LeaderElect {
 		return nil
 	}
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{{"lease-duration", o.LeaseDuration}, {"renew-deadline", o.RenewDeadline}, {"retry-period", o.RetryPeriod}} {
+		if d.value <= 0 {
+			return fmt.Errorf("--leader-elect-%s (%s) must be positive", d.flag, d.value)
+		}
+	}
 	if o.LeaseDuration <= o.RenewDeadline {
 		return fmt.Errorf("--leader-elect-lease-duration (%s) must be longer than --leader-elect-renew-deadline (%s)", o.LeaseDuration, o.RenewDeadline)
 	}
-	// client-go retries with up to 20% jitter and needs room for one retry.
+	// client-go retries with up to 120% jitter (JitterFactor 1.2).
 	if float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
 		return fmt.Errorf("--leader-elect-renew-deadline (%s) must be longer than 1.2 × --leader-elect-retry-period (%s)", o.RenewDeadline, o.RetryPeriod)
 	}

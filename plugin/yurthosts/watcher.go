@@ -82,9 +82,11 @@ func newWatcher(src source, client kubernetes.Interface, publish func(*records))
 
 // reconnectBackoff replaces client-go's default reflector backoff, which
 // grows to 30–60 s during a long apiserver outage: a DNS server must see
-// the first change made after the apiserver is back within a second. While
-// the apiserver is down each retry is one refused connection; once it is
-// back, one list of a single object from its watch cache.
+// the first change made after the apiserver is back within a second. Retries
+// come every 0.5–0.75 s: while the apiserver is down each is one refused
+// connection; once it is back, one list (or watch-list) of a single object.
+// Throttling (429 with Retry-After) is waited out inside client-go's REST
+// client before the reflector sees an error.
 var reconnectBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 4, Cap: 500 * time.Millisecond}
 
 // objectWatch is a store kept by a reflector for one object; every change,
@@ -125,7 +127,8 @@ func (o *objectWatch) changed(err error) error {
 	return err
 }
 
-func (o *objectWatch) hasSynced() bool { return o == nil || o.listed.Load() }
+// hasListed reports whether the first list is in (true for no watch).
+func (o *objectWatch) hasListed() bool { return o == nil || o.listed.Load() }
 
 // start launches the watches and the rebuild loop.
 func (w *watcher) start() {
@@ -176,7 +179,7 @@ func (w *watcher) hasSynced() bool { return w.synced.Load() }
 // listed reports whether every watch has its first list in (a missing
 // object is known to be missing only then).
 func (w *watcher) listed() bool {
-	return w.configMaps.hasSynced() && w.services.hasSynced()
+	return w.configMaps.hasListed() && w.services.hasListed()
 }
 
 // notify asks the loop for a rebuild; bursts coalesce into one.
@@ -202,6 +205,10 @@ func (w *watcher) loop() {
 // (level-triggered: it does not matter which event woke it) and publishes them.
 func (w *watcher) rebuild() {
 	ref := w.src.configMapRef()
+	// Read before the objects: a list landing in between then only makes
+	// this rebuild stale, never marks stale records synced (its own
+	// notification rebuilds again).
+	listed := w.listed()
 	cm := w.configMap()
 	w.updateEntries(cm)
 	recs := buildRecords(w.entries, w.tunnel())
@@ -211,7 +218,7 @@ func (w *watcher) rebuild() {
 	entries.WithLabelValues(ref).Set(float64(len(recs.hosts)))
 	lastSyncTimestamp.WithLabelValues(ref).Set(float64(now.UnixNano()) / 1e9)
 	wasSynced := w.synced.Load()
-	if !wasSynced && w.listed() {
+	if !wasSynced && listed {
 		w.synced.Store(true)
 		log.Infof("%s synced: %d names", ref, len(recs.hosts))
 	}

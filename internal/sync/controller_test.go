@@ -1,0 +1,35 @@
+package sync
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestManagerOptionsValidate(t *testing.T) {
+	valid := ManagerOptions{LeaderElect: true, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*ManagerOptions)
+		wantErr string
+	}{
+		{"defaults", func(*ManagerOptions) {}, ""},
+		{"no leader election ignores timings", func(o *ManagerOptions) { *o = ManagerOptions{} }, ""},
+		{"zero retry period", func(o *ManagerOptions) { o.RetryPeriod = 0 }, "--leader-elect-retry-period (0s) must be positive"},
+		{"negative lease", func(o *ManagerOptions) { o.LeaseDuration = -time.Second }, "--leader-elect-lease-duration (-1s) must be positive"},
+		{"renew not shorter than lease", func(o *ManagerOptions) { o.RenewDeadline = o.LeaseDuration }, "must be longer than --leader-elect-renew-deadline"},
+		{"no room to retry", func(o *ManagerOptions) { o.RetryPeriod = 9 * time.Second }, "must be longer than 1.2 × --leader-elect-retry-period"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := valid
+			tc.mutate(&o)
+			err := o.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
