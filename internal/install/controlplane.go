@@ -13,6 +13,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -206,6 +207,23 @@ func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string
 	if err != nil {
 		return Result{}, err
 	}
+	if !env.Options.DryRun {
+		switch action {
+		case "patch":
+			// Saved before any Job exists, so a revert after an interruption
+			// here knows Jobs may have patched the manifests.
+			ss.Records["jobs"] = record{After: strings.Join(nodes, ",")}
+			if err := ss.persist(ctx); err != nil {
+				return Result{}, err
+			}
+		case "restore":
+			// A patch Job still running after an interrupted install would
+			// patch again after its restore Job: let it finish first.
+			if err := waitRecordedPatchJobs(ctx, env, ss, nodes, image); err != nil {
+				return Result{}, err
+			}
+		}
+	}
 	var res Result
 	var jobs []*unstructured.Unstructured
 	for _, n := range nodes {
@@ -223,12 +241,6 @@ func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string
 	res.Summary = fmt.Sprintf("%s Job on %s", action, strings.Join(nodes, ", "))
 	if env.Options.DryRun {
 		return res, nil
-	}
-	if action == "patch" {
-		ss.Records["jobs"] = record{After: strings.Join(nodes, ",")}
-		if err := ss.persist(ctx); err != nil {
-			return Result{}, err
-		}
 	}
 	for _, j := range jobs {
 		if err := waitJobComplete(ctx, env, j.GetName(), env.Options.Timeout); err != nil {
@@ -248,6 +260,28 @@ func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string
 	}
 	res.Summary += ": completed"
 	return res, nil
+}
+
+// waitRecordedPatchJobs waits for the patch Jobs install created (and
+// recorded) that still exist.
+func waitRecordedPatchJobs(ctx context.Context, env *Env, ss *stepState, nodes []string, image string) error {
+	for _, n := range nodes {
+		job := toUnstructured(manifestJob(n, "patch", image), "batch/v1", "Job")
+		if rec, ok := ss.Records[objectKey(job)]; !ok || !rec.Created {
+			continue
+		}
+		err := env.Client.Get(ctx, key(job.GetName()), &batchv1.Job{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := waitJobComplete(ctx, env, job.GetName(), env.Options.Timeout); err != nil {
+			return fmt.Errorf("patch Job %s from the interrupted install: %w", job.GetName(), err)
+		}
+	}
+	return nil
 }
 
 func waitJobComplete(ctx context.Context, env *Env, name string, timeout time.Duration) error {

@@ -9,8 +9,11 @@ import (
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
@@ -149,5 +152,63 @@ func TestCoreDNSRevertWaitsAfterInterruptedRevert(t *testing.T) {
 	}
 	if err := c.Get(ctx, key(corednsName), &appsv1.DaemonSet{}); !apierrors.IsNotFound(err) {
 		t.Errorf("DaemonSet after the revert: %v; want it deleted", err)
+	}
+}
+
+// completeJob marks a Job Complete, as the Job controller would.
+func completeJob(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	job := &batchv1.Job{}
+	if err := c.Get(context.Background(), key(name), job); err != nil {
+		t.Fatal(err)
+	}
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	if err := c.Status().Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A revert after an install interrupted while its patch Job was still
+// running (--control-plane-jobs): the restore Job must not start before the
+// patch Job is done, or the patch would land after the restore.
+func TestControlPlaneJobsRevertWaitsForPatchJobs(t *testing.T) {
+	ctx := context.Background()
+	const image = "example/tunnel-nodes-sync:test"
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-1", Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}}}
+	patch := manifestJob("master-1", "patch", image)
+	c := fake.NewClientBuilder().WithObjects(node, patch).WithStatusSubresource(&batchv1.Job{}).Build()
+	env := &Env{Client: c, Options: Options{Timeout: 300 * time.Millisecond, ControlPlaneJobs: true, SyncImage: image}}
+	ss := newStepState()
+	ss.Records["jobs"] = record{After: "master-1"}
+	ss.Records[objectKey(toUnstructured(patch, "batch/v1", "Job"))] = record{Created: true}
+	step := controlPlaneStep()
+	restoreName := manifestJob("master-1", "restore", image).Name
+
+	if _, err := step.Revert(ctx, env, ss); err == nil || !strings.Contains(err.Error(), "patch Job "+patch.Name) {
+		t.Fatalf("revert with the patch Job running: %v; want it to wait for it and fail", err)
+	}
+	if err := c.Get(ctx, key(restoreName), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("restore Job created while the patch Job ran: %v", err)
+	}
+
+	completeJob(t, c, patch.Name)
+	env.Options.Timeout = 10 * time.Second
+	done := make(chan error, 1)
+	go func() { _, err := step.Revert(ctx, env, ss); done <- err }()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Get(ctx, key(restoreName), &batchv1.Job{}) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no restore Job after the patch Job completed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	completeJob(t, c, restoreName)
+	if err := <-done; err != nil {
+		t.Fatalf("revert: %v", err)
+	}
+	for _, name := range []string{patch.Name, restoreName} {
+		if err := c.Get(ctx, key(name), &batchv1.Job{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Job %s after the revert: %v; want it deleted", name, err)
+		}
 	}
 }
