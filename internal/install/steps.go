@@ -344,7 +344,9 @@ func restartKubeProxy(ctx context.Context, env *Env) error {
 	if ds.Spec.Template.Annotations == nil {
 		ds.Spec.Template.Annotations = map[string]string{}
 	}
-	ds.Spec.Template.Annotations[restartedAtKey] = time.Now().UTC().Format(time.RFC3339)
+	// Nanoseconds (kubectl writes whole seconds): a revert right after an
+	// install, within the same second, must still change the template.
+	ds.Spec.Template.Annotations[restartedAtKey] = time.Now().UTC().Format(time.RFC3339Nano)
 	return env.Client.Patch(ctx, ds, patch)
 }
 

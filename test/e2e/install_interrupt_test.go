@@ -196,7 +196,7 @@ func TestInstallInterrupted(t *testing.T) {
 						defer count(installAfterRevert, at.point, &res)
 						c.install(t)
 						c.kill(t, "revert", slices.Index(steps, at.step), at.point)
-						c.rerunInstall(t, c.pastLastRestart(t), &res)
+						c.rerunInstall(t, c.kubeProxy(t).Generation, &res)
 						restored, lost := c.revert(t, c.Kubeconfig)
 						res.restored, res.lost = restored, res.lost+lost
 					})
@@ -257,7 +257,7 @@ type interruptResult struct {
 // the originals are back; res says how it went so far.
 func (c *interruptCluster) interrupt(t *testing.T, i int, point string, res *interruptResult) {
 	step := install.StepNames()[i]
-	gen0 := c.pastLastRestart(t)
+	gen0 := c.kubeProxy(t).Generation
 	c.kill(t, "install", i, point)
 	if point == midStep {
 		// Revert would undo the part of the step done so far too.
@@ -333,7 +333,7 @@ func (c *interruptCluster) interruptRevert(t *testing.T, i int, point string, re
 	if keepsDNS {
 		resume = c.pauseControllers()
 	}
-	gen0 := c.pastLastRestart(t)
+	gen0 := c.kubeProxy(t).Generation
 	killed := c.kill(t, "revert", i, point)
 	if keepsDNS {
 		out, err := c.run(t, "revert", "--timeout", "1s")
@@ -391,19 +391,6 @@ func (c *interruptCluster) kubeProxy(t *testing.T) *appsv1.DaemonSet {
 		t.Fatal(err)
 	}
 	return ds
-}
-
-// pastLastRestart waits until the clock has left the second of kube-proxy's
-// last restart, whose timestamp has whole seconds (as kubectl's): a restart
-// within the same second writes the same value, which changes nothing. It
-// returns the DaemonSet's generation.
-func (c *interruptCluster) pastLastRestart(t *testing.T) int64 {
-	t.Helper()
-	ds := c.kubeProxy(t)
-	if at, err := time.Parse(time.RFC3339, ds.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"]); err == nil {
-		time.Sleep(time.Until(at.Add(time.Second)))
-	}
-	return ds.Generation
 }
 
 // kill runs cmd (install or revert) through a killProxy, checks it died at
