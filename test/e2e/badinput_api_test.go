@@ -123,6 +123,9 @@ func TestBadInputAPI(t *testing.T) {
 	badExpect(t, srv.DNSAddr, "worker-1", "A", "10.96.0.9")
 	// nodeRecords is what the sync writes for the nodes of "node with 50 addresses".
 	nodeRecords := map[string]string{}
+	// The sync starts in the 50-addresses subtest and runs on through the
+	// headless one: its lifetime is the whole test's.
+	top, syncer := t, (*harness.Sync)(nil)
 	alive := func(after string) {
 		t.Helper()
 		if srv.Exited() {
@@ -345,7 +348,7 @@ func TestBadInputAPI(t *testing.T) {
 		}
 		slices.Sort(lines)
 
-		harness.StartSync(t, cp.Kubeconfig, "--leader-elect=false")
+		syncer = harness.StartSync(top, cp.Kubeconfig, "--leader-elect=false")
 		harness.Eventually(t, 10*time.Second, func() error {
 			if got := records(t, cp, tunnelnodes.ConfigMapName); got != strings.Join(lines, "\n") {
 				return fmt.Errorf("records:\n%s\nwant:\n%s", got, strings.Join(lines, "\n"))
@@ -374,9 +377,24 @@ func TestBadInputAPI(t *testing.T) {
 		if svc.Spec.ClusterIP != corev1.ClusterIPNone {
 			t.Fatalf("service is not headless: %q", svc.Spec.ClusterIP)
 		}
+		// Each reconcile without a tunnel ClusterIP counts one no_tunnel_ip
+		// error and writes nothing; wait for the one the new node causes.
+		const noTunnelIP = `tunnel_nodes_sync_errors_total{reason="no_tunnel_ip"}`
+		harness.Eventually(t, 10*time.Second, func() error {
+			if harness.Metric(t, syncer.MetricsURL, noTunnelIP) < 1 {
+				return fmt.Errorf("the sync has not seen the headless Service")
+			}
+			return nil
+		})
+		seen := harness.Metric(t, syncer.MetricsURL, noTunnelIP)
 		badNode(t, cp, "cloud-late", false, []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.50.99"}})
 		fresh := harness.StartCoreDNS(t, cp.Kubeconfig, onlyYurthosts)
-		time.Sleep(time.Second) // many debounce windows: nothing may be written
+		harness.Eventually(t, 10*time.Second, func() error {
+			if harness.Metric(t, syncer.MetricsURL, noTunnelIP) <= seen {
+				return fmt.Errorf("the sync has not reconciled the new node")
+			}
+			return nil
+		})
 		if got := records(t, cp, tunnelnodes.ConfigMapName); got != before {
 			t.Errorf("the sync rewrote the records with a headless tunnel Service:\n%s", got)
 		}
