@@ -293,9 +293,10 @@ func TestFaultSyncKilledMidBurst(t *testing.T) {
 		t.Logf("round %d: killed leader %s mid-burst; %s took over %s after its last renewal (%s after the kill)",
 			round, victim, leader(), takeover.Round(time.Millisecond), acquired.Sub(killedAt[victim]).Round(time.Millisecond))
 		// client-go's standby counts the lease duration from when it saw the
-		// last renewal, polling every retry period with up to 1.2× jitter: a
-		// takeover lands within the lease duration plus two jittered polls.
-		if takeover > leaseDuration+2*retryPeriod*22/10 {
+		// last renewal, polling every retry period with up to 120% jitter: a
+		// takeover lands within the lease duration plus two jittered polls,
+		// plus the apiserver's latency in the middle of the burst.
+		if takeover > leaseDuration+2*retryPeriod*22/10+time.Second {
 			t.Errorf("round %d: takeover took %s, lease duration %s", round, takeover, leaseDuration)
 		}
 		harness.Eventually(t, 10*time.Second, func() error {
@@ -331,7 +332,9 @@ func TestFaultSyncKilledMidBurst(t *testing.T) {
 			}
 			order = append(order, user)
 		}
-		if k, ok := killedAt[user]; ok && w.RequestReceivedTimestamp.After(k) {
+		// A request already on the wire when the process died may still be
+		// received after it: allow the time a local request takes.
+		if k, ok := killedAt[user]; ok && w.RequestReceivedTimestamp.After(k.Add(500*time.Millisecond)) {
 			t.Errorf("%s wrote at %s, after it was killed at %s", user, w.RequestReceivedTimestamp, k)
 		}
 	}
