@@ -43,7 +43,7 @@ const SidecarComponent = "tunnel-nodes-sync/sidecar"
 
 // RenderSidecar renders a kustomization of the given yurt-tunnel-server
 // Deployment (YAML) with SidecarComponent added, as a user's own
-// kustomization would include it.
+// kustomization would include it (tests check the sidecar this way).
 func RenderSidecar(tunnelServerDeployment []byte) ([]*unstructured.Unstructured, error) {
 	mem, err := embeddedFS()
 	if err != nil {

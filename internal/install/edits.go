@@ -42,7 +42,7 @@ func (f fieldEdit) install(ctx context.Context, env *Env, ss *stepState) (change
 	if !had {
 		rec = record{Before: cur, BeforeAbsent: !exists}
 	}
-	rec.After = next
+	rec.After, rec.Restoring = next, false // a revert it follows is over
 	ss.Records[f.key] = rec
 	if err := ss.persist(ctx); err != nil {
 		return false, "", err
@@ -69,6 +69,11 @@ func (f fieldEdit) revert(ctx context.Context, env *Env, ss *stepState) (changed
 	}
 	if env.Options.DryRun {
 		return true, unifiedDiff(f.key, []byte(cur), []byte(rec.Before)), nil
+	}
+	rec.Restoring = true
+	ss.Records[f.key] = rec
+	if err := ss.persist(ctx); err != nil {
+		return false, "", err
 	}
 	return true, "", f.set(ctx, env, rec.Before, !rec.BeforeAbsent)
 }

@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -85,34 +86,41 @@ func TestFieldEditRevertBeforeTheWrite(t *testing.T) {
 }
 
 // A revert killed after restoring a fieldStep's value but before the action
-// after the write: the next revert finds the original back in an applied
-// step and must still run the action.
+// after the write: the next revert finds the original back with the restore
+// recorded and must still run the action, whether the install it reverts
+// had finished the step or was itself killed after writing.
 func TestFieldStepCompletesInterruptedRevert(t *testing.T) {
-	ctx := context.Background()
-	value, writes, actions := "new", 0, 0
-	edit := valueEdit(&value, &writes)
-	step := fieldStep("s", "did it", edit, func(context.Context, *Env) error { actions++; return nil })
-	ss := newStepState()
-	ss.Records["value"] = record{Before: "old", After: "new"}
-	ss.Applied = true
+	for _, installApplied := range []bool{true, false} {
+		t.Run(fmt.Sprintf("install applied %v", installApplied), func(t *testing.T) {
+			ctx := context.Background()
+			value, writes, actions := "new", 0, 0
+			edit := valueEdit(&value, &writes)
+			step := fieldStep("s", "did it", edit, func(context.Context, *Env) error { actions++; return nil })
+			ss := newStepState()
+			ss.Records["value"] = record{Before: "old", After: "new"}
+			ss.Applied = installApplied
 
-	// The killed revert: the value restored, no action.
-	if changed, _, err := edit.revert(ctx, &Env{}, ss); err != nil || !changed || value != "old" {
-		t.Fatalf("revert: changed %v, %v, value %q", changed, err, value)
-	}
-	res, err := step.Revert(ctx, &Env{}, ss)
-	if err != nil || actions != 1 || !res.Changed || !strings.Contains(res.Summary, "interrupted revert") {
-		t.Fatalf("revert after the kill: %+v, %v, %d actions; want the action run once", res, err, actions)
-	}
-	if writes != 1 || value != "old" {
-		t.Errorf("revert after the kill: %d writes, value %q; want the one restoring write", writes, value)
+			// The killed revert: the value restored, no action.
+			if changed, _, err := edit.revert(ctx, &Env{}, ss); err != nil || !changed || value != "old" {
+				t.Fatalf("revert: changed %v, %v, value %q", changed, err, value)
+			}
+			res, err := step.Revert(ctx, &Env{}, ss)
+			if err != nil || actions != 1 || !res.Changed || !strings.Contains(res.Summary, "interrupted revert") {
+				t.Fatalf("revert after the kill: %+v, %v, %d actions; want the action run once", res, err, actions)
+			}
+			if writes != 1 || value != "old" {
+				t.Errorf("revert after the kill: %d writes, value %q; want the one restoring write", writes, value)
+			}
+		})
 	}
 
 	// A step install never wrote (interrupted before the write) runs nothing.
+	value, writes, actions := "old", 0, 0
+	step := fieldStep("s", "did it", valueEdit(&value, &writes), func(context.Context, *Env) error { actions++; return nil })
 	fresh := newStepState()
 	fresh.Records["value"] = record{Before: "old", After: "new"}
-	if res, err := step.Revert(ctx, &Env{}, fresh); err != nil || actions != 1 || res.Changed {
-		t.Errorf("revert of a step never written: %+v, %v, %d actions; want nothing done", res, err, actions)
+	if res, err := step.Revert(context.Background(), &Env{}, fresh); err != nil || actions != 0 || res.Changed || writes != 0 {
+		t.Errorf("revert of a step never written: %+v, %v, %d actions, %d writes; want nothing done", res, err, actions, writes)
 	}
 }
 

@@ -30,6 +30,10 @@ type record struct {
 	// After is the value install wrote: revert restores Before only while
 	// the value is still this, leaving a user's later change alone.
 	After string `json:"after,omitempty"`
+	// Restoring: a revert is writing Before back (saved before the write),
+	// so a revert interrupted after it knows the action after the write
+	// (kube-proxy's restart) may still be due.
+	Restoring bool `json:"restoring,omitempty"`
 }
 
 // stepState is what one step recorded.

@@ -250,11 +250,10 @@ func fieldStep(name, what string, f fieldEdit, after func(context.Context, *Env)
 			if err != nil {
 				return Result{}, err
 			}
-			// The original value back in a step install had applied: an
-			// earlier revert restored it and was interrupted, maybe before
-			// the action after the write, which must run now.
-			_, recorded := ss.Records[f.key]
-			interrupted := !changed && note == "" && recorded && ss.Applied
+			// The original value back after a revert began restoring it: that
+			// revert was interrupted, maybe before the action after the
+			// write, which must run now.
+			interrupted := !changed && note == "" && ss.Records[f.key].Restoring
 			if err := run(ctx, env, changed || interrupted); err != nil {
 				return Result{}, err
 			}

@@ -667,7 +667,7 @@ func (kp *killProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 		// The step has begun, and nothing of it is written yet: this is its first write.
 		_, kp.armed = kp.progress(req.Context())
 	}
-	if kp.armed && stateWrite {
+	if kp.armed && stateWrite && kp.step == "control-plane" {
 		// The step wrote what it writes outside the apiserver (manifest
 		// files) and is about to record progress: die before that lands.
 		kp.kill("in step " + kp.step + " before " + what + " (not sent)")
@@ -678,7 +678,9 @@ func (kp *killProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	kp.writes = append(kp.writes, what)
-	if kp.armed {
+	// A state write inside the step (revert saves that it is restoring a
+	// value before writing it back) is not the step's write: die after that.
+	if kp.armed && !stateWrite {
 		kp.kill("in step " + kp.step + " after " + what + " reached the apiserver")
 		return resp, nil
 	}
