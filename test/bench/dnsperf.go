@@ -4,7 +4,6 @@
 package bench
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -24,20 +23,6 @@ const (
 var qpsRE = regexp.MustCompile(`Queries per second:\s+([0-9.]+)`)
 var lostRE = regexp.MustCompile(`Queries lost:\s+(\d+)`)
 var completedRE = regexp.MustCompile(`Queries completed:\s+(\d+)`)
-
-// writeQueries writes a dnsperf data file asking qtype for each name.
-func writeQueries(b testing.TB, names []string, qtype string) string {
-	b.Helper()
-	f, err := os.CreateTemp(b.TempDir(), "queries-*")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	for _, n := range names {
-		fmt.Fprintf(f, "%s %s\n", n, qtype)
-	}
-	return f.Name()
-}
 
 // loadResult is one full-speed dnsperf run.
 type loadResult struct {

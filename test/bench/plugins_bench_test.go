@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -25,21 +26,10 @@ const tunnelIP = "10.96.0.9"
 // latencyRate is the fixed query rate of the latency runs.
 const latencyRate = 10000
 
-// records returns n edge names at the tunnel IP and every tenth a cloud node,
-// the mix a real cluster has, as hosts text and as the names.
+// records returns n synthetic records as hosts text and their names.
 func records(n int) (text string, names []string) {
-	var lines []string
-	for i := range n {
-		name := fmt.Sprintf("edge-node-%05d", i)
-		ip := tunnelIP
-		if i%10 == 0 {
-			name = fmt.Sprintf("cloud-node-%05d", i)
-			ip = fmt.Sprintf("192.168.%d.%d", i/250, i%250+1)
-		}
-		lines = append(lines, ip+"\t"+name)
-		names = append(names, name)
-	}
-	return strings.Join(lines, "\n"), names
+	lines, addrs := harness.SyntheticRecords(n, tunnelIP)
+	return strings.Join(lines, "\n"), slices.Sorted(maps.Keys(addrs))
 }
 
 func recordsConfigMap(text string) *corev1.ConfigMap {
@@ -89,7 +79,7 @@ func BenchmarkDNSPerf(b *testing.B) {
 	srv := harness.StartCoreDNS(b, cp.Kubeconfig, corefile, harness.CoreDNSOptions{CPUs: serverCPU})
 	ports["yurthosts"] = mustPort(b, srv.DNSAddr)
 
-	queries := writeQueries(b, shuffled(names), "A")
+	queries := harness.WriteQueries(b, shuffled(names), "A")
 	order := []string{"yurthosts", "hosts", "whoami"}
 	rounds, runFor := 5, 5*time.Second
 	if testing.Short() {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -28,35 +29,12 @@ const (
 	loadQPS       = 2000
 )
 
-// loadRecords returns n records, nine in ten at the tunnel IP and the rest
-// cloud nodes at their own address, as ConfigMap lines and name → address.
-func loadRecords(n int, tunnelIP string) (lines []string, want map[string]string) {
-	want = make(map[string]string, n)
-	for i := range n {
-		name, ip := fmt.Sprintf("edge-node-%05d", i), tunnelIP
-		if i%10 == 0 {
-			name, ip = fmt.Sprintf("cloud-node-%05d", i), fmt.Sprintf("192.168.%d.%d", i/250, i%250+1)
-		}
-		lines = append(lines, ip+"\t"+name)
-		want[name] = ip
-	}
-	return lines, want
-}
-
-func keys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
 // underLoad runs dnsperf and an answer checker against dns while fault
 // runs and for a second after, then fails the test on any lost, failed or
 // wrong answer.
 func underLoad(t *testing.T, dns *harness.CoreDNS, want map[string]string, fault func()) {
 	t.Helper()
-	perf := harness.StartDNSPerf(t, dns.DNSAddr, harness.WriteQueries(t, keys(want), "A"), loadQPS, 10*time.Minute)
+	perf := harness.StartDNSPerf(t, dns.DNSAddr, harness.WriteQueries(t, slices.Collect(maps.Keys(want)), "A"), loadQPS, 10*time.Minute)
 	checker := harness.StartAnswerChecker(dns.DNSAddr, want)
 	fault()
 	time.Sleep(time.Second)
@@ -82,7 +60,7 @@ func underLoad(t *testing.T, dns *harness.CoreDNS, want map[string]string, fault
 func TestFaultAPIServerOutage(t *testing.T) {
 	cp := harness.Start(t, harness.Options{})
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
-	lines, want := loadRecords(outageRecords, "10.96.0.9")
+	lines, want := harness.SyntheticRecords(outageRecords, "10.96.0.9")
 	cp.ApplyConfigMap(t, recordsConfigMap(lines...))
 	dns := harness.StartCoreDNS(t, cp.Kubeconfig, onlyYurthosts)
 	expectAnswer(t, dns.DNSAddr, "cloud-node-00010", "A", "192.168.0.11")
@@ -112,7 +90,7 @@ func TestFaultAPIServerOutage(t *testing.T) {
 func TestFaultServiceRecreatedWhileDisconnected(t *testing.T) {
 	cp := harness.Start(t, harness.Options{})
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
-	lines, want := loadRecords(1000, "10.96.0.9")
+	lines, want := harness.SyntheticRecords(1000, "10.96.0.9")
 	cp.ApplyConfigMap(t, recordsConfigMap(lines...))
 	kubeconfig, proxy := cp.ProxiedKubeconfig(t, cp.Kubeconfig)
 	dns := harness.StartCoreDNS(t, kubeconfig, onlyYurthosts)
@@ -378,7 +356,7 @@ func TestFaultReloadUnderLoad(t *testing.T) {
 	const reloads = 20
 	cp := harness.Start(t, harness.Options{})
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
-	lines, want := loadRecords(outageRecords, "10.96.0.9")
+	lines, want := harness.SyntheticRecords(outageRecords, "10.96.0.9")
 	cp.ApplyConfigMap(t, recordsConfigMap(lines...))
 	watchesBefore := cp.OpenWatches(t)
 	server := harness.StartCoreDNS(t, cp.Kubeconfig, reloadingCorefile)

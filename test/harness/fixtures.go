@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
@@ -130,4 +131,20 @@ func (cp *ControlPlane) ApplyConfigMap(t TB, cm *corev1.ConfigMap) *corev1.Confi
 		t.Fatalf("updating configmap %s/%s: %v", cm.Namespace, cm.Name, err)
 	}
 	return updated
+}
+
+// SyntheticRecords returns n records mixed as a real cluster has them:
+// edge-node-NNNNN at the tunnel IP and every tenth a cloud-node-NNNNN at
+// its own address; as ConfigMap lines ("IP\tname") and as name → address.
+func SyntheticRecords(n int, tunnelIP string) (lines []string, addrs map[string]string) {
+	addrs = make(map[string]string, n)
+	for i := range n {
+		name, ip := fmt.Sprintf("edge-node-%05d", i), tunnelIP
+		if i%10 == 0 {
+			name, ip = fmt.Sprintf("cloud-node-%05d", i), fmt.Sprintf("192.168.%d.%d", i/250, i%250+1)
+		}
+		lines = append(lines, ip+"\t"+name)
+		addrs[name] = ip
+	}
+	return lines, addrs
 }
