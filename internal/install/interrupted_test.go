@@ -138,7 +138,7 @@ func TestCoreDNSRevertWaitsAfterInterruptedRevert(t *testing.T) {
 	ss := newStepState()
 	ss.Applied = true
 	ss.Records["DaemonSet kube-system/coredns"] = record{Created: true}
-	ss.Records["Deployment kube-system/coredns replicas"] = record{Before: "2", After: "0"}
+	ss.Records["Deployment kube-system/coredns replicas"] = record{Before: "2", After: "0", Restoring: true} // as the killed revert saved it
 
 	_, err := step.Revert(ctx, env, ss)
 	if err == nil || !strings.Contains(err.Error(), "Deployment coredns not available") {

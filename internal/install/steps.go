@@ -433,11 +433,9 @@ func corednsDaemonSetStep() Step {
 			if err != nil {
 				return Result{}, err
 			}
-			// The replicas recorded and already back at the original: an
-			// earlier revert may have scaled the Deployment back and been
-			// interrupted before it was available, so wait all the same.
-			_, recorded := ss.Records[replicas.key]
-			if (scaled || recorded && note == "") && !env.Options.DryRun {
+			// Restoring: this revert scaled the Deployment back, or an earlier
+			// one did and was interrupted before it was available.
+			if ss.Records[replicas.key].Restoring && !env.Options.DryRun {
 				if err := waitDeploymentAvailable(ctx, env, corednsName, env.Options.Timeout); err != nil {
 					return Result{}, fmt.Errorf("%w; the coredns DaemonSet is kept so DNS keeps answering", err)
 				}
