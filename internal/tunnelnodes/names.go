@@ -28,6 +28,13 @@ const (
 	// caused the write. yurthosts measures programming latency from it.
 	LastChangeTriggerTimeAnnotation = "yurtdns.io/last-change-trigger-time"
 
+	// TunnelClusterIPsAnnotation is set by the sync on every write of the
+	// records ConfigMap: the tunnel Service ClusterIP(s) the text was rendered
+	// for, comma-separated. yurthosts remaps exactly the entries at these
+	// addresses to the Service's current ClusterIP(s), so every replica
+	// answers alike without remembering past ClusterIPs.
+	TunnelClusterIPsAnnotation = "yurtdns.io/tunnel-cluster-ips"
+
 	// MaxHostsBytes bounds the hosts text: the apiserver rejects a ConfigMap
 	// whose data exceeds 1 MiB, so neither side handles more.
 	MaxHostsBytes = 1 << 20
