@@ -73,11 +73,13 @@ demo: deps test-tools
 
 ## image: OCI image tarballs in bin/ (no container engine needed): static binary,
 ## CA certificates, user 65532; coredns-yurt's entrypoint is /coredns like the stock image.
+## Fully qualified references: `ctr images import` keeps the name as written and the
+## kubelet asks for the normalized docker.io/... one (install's default image flags).
 image: build
 	$(GO) run ./hack/image --binary $(BIN)/coredns-yurt --entrypoint /coredns --bind-low-ports --ports 53/udp,53/tcp,9153/tcp \
-		--ref yurtdns/coredns-yurt:$(VERSION) --out $(BIN)/coredns-yurt.oci.tar
+		--ref docker.io/yurtdns/coredns-yurt:$(VERSION) --out $(BIN)/coredns-yurt.oci.tar
 	$(GO) run ./hack/image --binary $(BIN)/tunnel-nodes-sync --entrypoint /tunnel-nodes-sync --ports 8080/tcp,8081/tcp \
-		--ref yurtdns/tunnel-nodes-sync:$(VERSION) --out $(BIN)/tunnel-nodes-sync.oci.tar
+		--ref docker.io/yurtdns/tunnel-nodes-sync:$(VERSION) --out $(BIN)/tunnel-nodes-sync.oci.tar
 
 clean:
 	rm -rf $(BIN)

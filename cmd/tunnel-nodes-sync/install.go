@@ -7,12 +7,21 @@ import (
 
 	"github.com/yurtdns/yurtdns/internal/install"
 	"github.com/yurtdns/yurtdns/internal/sync"
+	"github.com/yurtdns/yurtdns/internal/version"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The images `make image` writes for this build: fully qualified, because
+// `ctr images import` keeps a name as written while the kubelet asks for the
+// normalized docker.io/... one.
+var (
+	defaultCoreDNSImage = "docker.io/yurtdns/coredns-yurt:" + version.Version
+	defaultSyncImage    = "docker.io/yurtdns/tunnel-nodes-sync:" + version.Version
 )
 
 // surgeryFlags are shared by install, revert and status.
@@ -30,8 +39,8 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 	if withInstallFlags {
 		fl.BoolVar(&f.opts.DryRun, "dry-run", false, "Print a unified diff of every change and change nothing")
 		fl.StringSliceVar(&f.opts.Skip, "skip", nil, "Steps to skip: "+strings.Join(install.StepNames(), ","))
-		fl.StringVar(&f.opts.CoreDNSImage, "coredns-image", "yurtdns/coredns-yurt:latest", "Image of the CoreDNS DaemonSet")
-		fl.StringVar(&f.opts.SyncImage, "sync-image", "", "Image of tunnel-nodes-sync (default: the one in deploy/); also runs the control-plane Jobs")
+		fl.StringVar(&f.opts.CoreDNSImage, "coredns-image", defaultCoreDNSImage, "Image of the CoreDNS DaemonSet (`make image` writes it)")
+		fl.StringVar(&f.opts.SyncImage, "sync-image", defaultSyncImage, "Image of tunnel-nodes-sync (`make image` writes it); also runs the control-plane Jobs")
 		fl.BoolVar(&f.opts.ControlPlaneJobs, "control-plane-jobs", false, "Patch the static pod manifests with a Job on each control-plane node (instead of --manifests-dir)")
 	}
 }

@@ -14,7 +14,7 @@ func main() {
 	binary := flag.String("binary", "", "static binary to package")
 	entrypoint := flag.String("entrypoint", "", "path of the binary in the image, e.g. /coredns")
 	ports := flag.String("ports", "", "exposed ports, comma separated, e.g. 53/udp,53/tcp,9153/tcp")
-	ref := flag.String("ref", "", "image reference recorded in the archive, e.g. yurtdns/coredns-yurt:v0.1.0")
+	ref := flag.String("ref", "", "image reference recorded in the archive, fully qualified, e.g. docker.io/yurtdns/coredns-yurt:v0.1.0")
 	out := flag.String("out", "", "output tar file")
 	bindLowPorts := flag.Bool("bind-low-ports", false, "give the binary cap_net_bind_service=+ep (file capability) for ports below 1024")
 	certs := flag.String("ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "CA bundle to include")
