@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	gosync "sync"
 	"time"
@@ -106,7 +107,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		r.log.V(1).Info("Node skipped", "node", s.Name, "reason", s.Reason)
 	}
 
-	if err := r.syncRecords(ctx, text, counts, triggered); err != nil {
+	// The text carries the ClusterIPs it was rendered for, so every
+	// yurthosts replica remaps the same entries after a Service recreation.
+	clusterIPs := tunnelnodes.FormatClusterIPs(tunnelnodes.ServiceClusterIPs(svc))
+	if err := r.syncRecords(ctx, text, clusterIPs, counts, triggered); err != nil {
 		return reconcile.Result{}, err
 	}
 	if r.serverConfig != nil {
@@ -121,9 +125,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 // retryable: a conflict (someone wrote since we read) or a create race.
 func retryable(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
 
-// syncRecords writes text into the records ConfigMap when it differs,
-// keeping every other key, label and annotation.
-func (r *Reconciler) syncRecords(ctx context.Context, text string, counts recordCounts, triggered time.Time) error {
+// syncRecords writes text and the ClusterIPs it was rendered for into the
+// records ConfigMap when either differs, keeping every other key, label and
+// annotation.
+func (r *Reconciler) syncRecords(ctx context.Context, text, clusterIPs string, counts recordCounts, triggered time.Time) error {
 	key := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.ConfigMap}
 	if len(text) > tunnelnodes.MaxHostsBytes {
 		errorsTotal.WithLabelValues("too_large").Inc()
@@ -142,10 +147,13 @@ func (r *Reconciler) syncRecords(ctx context.Context, text string, counts record
 		cm := &corev1.ConfigMap{}
 		err := reader.Get(ctx, key, cm)
 		reader = r.apiReader // a retry means the cache lagged
-		annotation := map[string]string{tunnelnodes.LastChangeTriggerTimeAnnotation: triggered.UTC().Format(time.RFC3339Nano)}
+		annotations := map[string]string{
+			tunnelnodes.LastChangeTriggerTimeAnnotation: triggered.UTC().Format(time.RFC3339Nano),
+			tunnelnodes.TunnelClusterIPsAnnotation:      clusterIPs,
+		}
 		if apierrors.IsNotFound(err) {
 			cm = &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Annotations: annotation},
+				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Annotations: annotations},
 				Data:       map[string]string{r.cfg.ConfigMapKey: text},
 			}
 			if err := r.client.Create(ctx, cm); err != nil {
@@ -158,7 +166,8 @@ func (r *Reconciler) syncRecords(ctx context.Context, text string, counts record
 		if err != nil {
 			return err
 		}
-		if stored, ok := cm.Data[r.cfg.ConfigMapKey]; ok && stored == text {
+		if stored, ok := cm.Data[r.cfg.ConfigMapKey]; ok && stored == text &&
+			cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation] == clusterIPs {
 			return nil
 		}
 		if cm.Data == nil {
@@ -168,7 +177,7 @@ func (r *Reconciler) syncRecords(ctx context.Context, text string, counts record
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
 		}
-		cm.Annotations[tunnelnodes.LastChangeTriggerTimeAnnotation] = annotation[tunnelnodes.LastChangeTriggerTimeAnnotation]
+		maps.Copy(cm.Annotations, annotations)
 		if err := r.client.Update(ctx, cm); err != nil {
 			if apierrors.IsConflict(err) {
 				conflictsTotal.WithLabelValues("configmap").Inc()
