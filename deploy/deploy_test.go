@@ -114,7 +114,7 @@ func TestRenderCoreDNSYurt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range [][2]string{{"Role", "yurtdns:coredns"}, {"RoleBinding", "yurtdns:coredns"}, {"ConfigMap", "coredns"}, {"DaemonSet", "coredns"}} {
+	for _, want := range [][2]string{{"Role", "yurtdns:coredns"}, {"RoleBinding", "yurtdns:coredns"}, {"ConfigMap", "coredns-yurt"}, {"DaemonSet", "coredns"}} {
 		if o := find(objs, want[0], want[1]); o == nil || o.GetNamespace() != "kube-system" {
 			t.Errorf("%s %s not rendered in kube-system", want[0], want[1])
 		}

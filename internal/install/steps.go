@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,6 +33,9 @@ const (
 	topologyValue    = "openyurt.io/nodepool"
 	restartedAtKey   = "kubectl.kubernetes.io/restartedAt"
 )
+
+// corednsYurtConfigMap holds the DaemonSet's Corefile: the stock one is never edited.
+const corednsYurtConfigMap = "coredns-yurt"
 
 func key(name string) client.ObjectKey {
 	return client.ObjectKey{Namespace: tunnelnodes.Namespace, Name: name}
@@ -272,15 +276,95 @@ func fieldStep(name, what string, f fieldEdit, after func(context.Context, *Env)
 	}
 }
 
+// corefileStep writes the DaemonSet's own ConfigMap coredns-yurt: the stock
+// Corefile with yurthosts. The stock coredns ConfigMap is never edited, so
+// the stock Deployment is never handed a Corefile it cannot parse (stock
+// CoreDNS crash-loops on yurthosts), whatever moment install or revert stops.
 func corefileStep() Step {
-	edit := configMapKeyEdit(corednsName, corefileKey, func(_ *Env, cur string, exists bool) (string, error) {
-		if !exists {
+	// yurtCorefile is the stock Corefile with the yurthosts edit, as it is now.
+	yurtCorefile := func(ctx context.Context, env *Env) (string, error) {
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, key(corednsName), cm); err != nil {
+			return "", fmt.Errorf("reading ConfigMap coredns: %w", err)
+		}
+		stock, ok := cm.Data[corefileKey]
+		if !ok {
 			return "", fmt.Errorf("ConfigMap coredns has no Corefile key")
 		}
-		out, _, err := EnsureYurthosts(cur)
+		out, _, err := EnsureYurthosts(stock)
 		return out, err
-	})
-	return fieldStep("corefile", "yurthosts { fallthrough } added to the .:53 server block", edit, nil)
+	}
+	yurtConfigMap := func(corefile string) *unstructured.Unstructured {
+		return toUnstructured(&corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: corednsYurtConfigMap, Namespace: tunnelnodes.Namespace},
+			Data:       map[string]string{corefileKey: corefile},
+		}, "v1", "ConfigMap")
+	}
+	return Step{
+		Name: "corefile",
+		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			want, err := yurtCorefile(ctx, env)
+			if err != nil {
+				return Result{}, err
+			}
+			created, diff, err := ensureCreated(ctx, env, ss, yurtConfigMap(want))
+			switch {
+			case err != nil:
+				return Result{}, err
+			case created:
+				return Result{Changed: true, Diffs: []string{diff}, Summary: "ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap +
+					" created: the stock Corefile with yurthosts { fallthrough } in the .:53 block (the coredns ConfigMap is not edited)"}, nil
+			}
+			// It exists: carry over a change of the stock Corefile since.
+			cm := &corev1.ConfigMap{}
+			if err := env.Client.Get(ctx, key(corednsYurtConfigMap), cm); err != nil {
+				return Result{}, fmt.Errorf("reading ConfigMap %s: %w", corednsYurtConfigMap, err)
+			}
+			if cm.Data[corefileKey] == want {
+				return Result{Summary: "already applied"}, nil
+			}
+			diff = unifiedDiff("ConfigMap "+tunnelnodes.Namespace+"/"+corednsYurtConfigMap+" "+corefileKey, []byte(cm.Data[corefileKey]), []byte(want))
+			if !env.Options.DryRun {
+				if cm.Data == nil {
+					cm.Data = map[string]string{}
+				}
+				cm.Data[corefileKey] = want
+				if err := env.Client.Update(ctx, cm); err != nil {
+					return Result{}, fmt.Errorf("updating ConfigMap %s: %w", corednsYurtConfigMap, err)
+				}
+			}
+			return Result{Changed: true, Diffs: []string{diff}, Summary: "ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap +
+				" updated: carries over the stock Corefile's changes since install"}, nil
+		},
+		// The DaemonSet that read it is gone by now (revert runs backwards).
+		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			deleted, err := deleteCreated(ctx, env, ss, namedObject("v1", "ConfigMap", corednsYurtConfigMap))
+			if err != nil || !deleted {
+				return Result{Summary: "nothing to delete"}, err
+			}
+			return Result{Changed: true, Summary: "deleted ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap}, nil
+		},
+		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
+			cm := &corev1.ConfigMap{}
+			err := env.Client.Get(ctx, key(corednsYurtConfigMap), cm)
+			switch {
+			case apierrors.IsNotFound(err) && ss.Applied:
+				return Drifted, "ConfigMap " + corednsYurtConfigMap + " is missing", nil
+			case apierrors.IsNotFound(err):
+				return NotApplied, "", nil
+			case err != nil:
+				return "", "", err
+			}
+			want, err := yurtCorefile(ctx, env)
+			switch {
+			case err != nil:
+				return Drifted, err.Error(), nil
+			case cm.Data[corefileKey] != want:
+				return Drifted, "the stock Corefile changed after install (run install again to carry it over into ConfigMap " + corednsYurtConfigMap + ")", nil
+			}
+			return Applied, "", nil
+		},
+	}
 }
 
 func kubeDNSTopologyStep() Step {
@@ -476,7 +560,8 @@ const nonRootUser = int64(65532)
 
 // daemonSetFromDeployment keeps the Deployment's pod template (args, probes,
 // resources, security context, priority class, service account), swaps the
-// image, drops the mounted tunnel-nodes hosts file, and tolerates every taint.
+// image, reads the Corefile from ConfigMap coredns-yurt, drops the mounted
+// tunnel-nodes hosts file, and tolerates every taint.
 // Security settings the template leaves unset are filled in least-privilege:
 // non-root user 65532, the RuntimeDefault seccomp profile, no privilege
 // escalation, a read-only root filesystem, every capability dropped (kubeadm's
@@ -492,6 +577,14 @@ func daemonSetFromDeployment(d *appsv1.Deployment, image string) (*appsv1.Daemon
 		}
 		return drop
 	})
+	// The Corefile comes from the DaemonSet's own ConfigMap.
+	corefileVolume := slices.IndexFunc(tmpl.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.ConfigMap != nil && v.ConfigMap.Name == corednsName
+	})
+	if corefileVolume < 0 {
+		return nil, fmt.Errorf("Deployment coredns has no volume from ConfigMap coredns: unknown layout")
+	}
+	tmpl.Spec.Volumes[corefileVolume].ConfigMap.Name = corednsYurtConfigMap
 	for i := range tmpl.Spec.Containers {
 		c := &tmpl.Spec.Containers[i]
 		if c.Name != corednsName {

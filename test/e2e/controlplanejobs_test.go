@@ -53,8 +53,8 @@ func completeJobs(t *testing.T, cp *harness.ControlPlane, action string) (stop f
 func TestControlPlaneJobs(t *testing.T) {
 	k := newKubeadmCluster(t)
 	ctx := context.Background()
+	k.CreateNode(t, harness.Node{Name: "master-2", InternalIP: "192.168.0.11"})
 	for _, node := range []string{"master-1", "master-2"} {
-		k.CreateNode(t, harness.Node{Name: node, InternalIP: "192.168.0.10"})
 		mirror := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-" + node, Namespace: tunnelnodes.Namespace,
 				Labels: map[string]string{"component": "kube-apiserver", "tier": "control-plane"}},

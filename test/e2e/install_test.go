@@ -34,6 +34,10 @@ func newKubeadmCluster(t *testing.T) *kubeadmCluster {
 	cp.CreateFromFile(t, filepath.Join(fixtures, "coredns.yaml"))
 	cp.CreateFromFile(t, filepath.Join(fixtures, "kube-proxy.yaml"))
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
+	// The control-plane node, Ready, with OpenYurt's yurthub (its mirror pod).
+	cp.CreateNode(t, harness.Node{Name: "master-1", InternalIP: "192.168.0.10", Ready: true,
+		Labels: map[string]string{"kubernetes.io/os": "linux", "node-role.kubernetes.io/control-plane": ""}})
+	createYurthub(t, cp, "master-1")
 	root := t.TempDir()
 	k := &kubeadmCluster{ControlPlane: cp, manifests: filepath.Join(root, "manifests"), backups: filepath.Join(root, "yurtdns-backup")}
 	if err := os.MkdirAll(k.manifests, 0o755); err != nil {
@@ -49,6 +53,20 @@ func newKubeadmCluster(t *testing.T) *kubeadmCluster {
 		}
 	}
 	return k
+}
+
+// createYurthub creates the mirror pod of yurthub's static pod on node, as
+// the kubelet does on an OpenYurt node (yurtadm join writes the manifest).
+func createYurthub(t *testing.T, cp *harness.ControlPlane, node string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "yurt-hub-" + node, Namespace: tunnelnodes.Namespace, Labels: map[string]string{"k8s-app": "yurt-hub"},
+			Annotations: map[string]string{"kubernetes.io/config.mirror": "0", "kubernetes.io/config.source": "file"}},
+		Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, Containers: []corev1.Container{{Name: "yurt-hub", Image: "openyurt/yurthub:v1.6.1"}}},
+	}
+	if _, err := cp.Client.CoreV1().Pods(tunnelnodes.Namespace).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating yurthub's mirror pod on %s: %v", node, err)
+	}
 }
 
 // run runs a tunnel-nodes-sync subcommand against the cluster and returns
@@ -185,10 +203,13 @@ func TestInstallRevert(t *testing.T) {
 	}
 	t.Logf("install:\n%s", out)
 
-	// Every change is there.
-	cm, _ := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
+	// Every change is there; the stock Corefile is not edited.
+	cm, _ := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns-yurt", metav1.GetOptions{})
 	if !strings.Contains(cm.Data["Corefile"], "yurthosts {") || strings.Contains(cm.Data["Corefile"], "/etc/edge/tunnel-nodes") {
 		t.Errorf("Corefile:\n%s", cm.Data["Corefile"])
+	}
+	if after := k.snapshot(t); after["configmap/coredns"] != original["configmap/coredns"] {
+		t.Errorf("install edited the stock coredns ConfigMap:\n%s", after["configmap/coredns"])
 	}
 	ds, err := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
 	if err != nil {
@@ -196,7 +217,7 @@ func TestInstallRevert(t *testing.T) {
 	}
 	podSpec := ds.Spec.Template.Spec
 	if podSpec.Containers[0].Image != "coredns-yurt:test" || len(podSpec.Tolerations) != 1 || podSpec.Tolerations[0].Operator != corev1.TolerationOpExists ||
-		len(podSpec.Volumes) != 1 || len(podSpec.Containers[0].VolumeMounts) != 1 || podSpec.ServiceAccountName != "coredns" ||
+		len(podSpec.Volumes) != 1 || podSpec.Volumes[0].ConfigMap == nil || podSpec.Volumes[0].ConfigMap.Name != "coredns-yurt" || len(podSpec.Containers[0].VolumeMounts) != 1 || podSpec.ServiceAccountName != "coredns" ||
 		podSpec.PriorityClassName != "system-cluster-critical" || podSpec.Containers[0].ReadinessProbe == nil {
 		t.Errorf("coredns DaemonSet pod spec: %+v", podSpec)
 	}
@@ -244,23 +265,39 @@ func TestInstallRevert(t *testing.T) {
 		t.Errorf("second install wrote objects:\n%v\n%v", installedRVs, rv)
 	}
 
-	// Status: all applied; a hand edit of the Corefile shows as drifted.
+	// Status: all applied; an edit of the stock Corefile shows as drifted,
+	// and install carries it over into coredns-yurt.
 	if out, err := k.run(t, "status"); err != nil || !allApplied(out) {
 		t.Errorf("status: %v\n%s", err, out)
 	}
-	cm, _ = k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
-	installedCorefile := cm.Data["Corefile"]
-	cm.Data["Corefile"] = ".:53 {\n    kubernetes cluster.local\n}\n"
-	if _, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	setStockCorefile := func(corefile string) {
+		t.Helper()
+		cm, _ := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
+		cm.Data["Corefile"] = corefile
+		if _, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if out, err := k.run(t, "status"); err == nil || !strings.Contains(out, "corefile           drifted") {
-		t.Errorf("status after a Corefile edit: %v\n%s", err, out)
+	stockCM, _ := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
+	stockCorefile := stockCM.Data["Corefile"]
+	setStockCorefile(".:53 {\n    log\n    kubernetes cluster.local\n}\n")
+	if out, err := k.run(t, "status"); err == nil || !strings.Contains(out, "corefile           drifted (the stock Corefile changed after install") {
+		t.Errorf("status after a stock Corefile edit: %v\n%s", err, out)
 	}
-	cm, _ = k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
-	cm.Data["Corefile"] = installedCorefile
-	if _, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	if out, err := k.run(t, "install", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test"); err != nil ||
+		!strings.Contains(out, "[corefile] ConfigMap kube-system/coredns-yurt updated: carries over the stock Corefile's changes") {
+		t.Errorf("install after a stock Corefile edit: %v\n%s", err, out)
+	}
+	cm, _ = k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns-yurt", metav1.GetOptions{})
+	if want := ".:53 {\n    log\n    yurthosts {\n        fallthrough\n    }\n    kubernetes cluster.local\n}\n"; cm.Data["Corefile"] != want {
+		t.Errorf("coredns-yurt after carrying over:\n%s\nwant:\n%s", cm.Data["Corefile"], want)
+	}
+	setStockCorefile(stockCorefile)
+	if out, err := k.run(t, "install", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test"); err != nil {
+		t.Errorf("install: %v\n%s", err, out)
+	}
+	if out, err := k.run(t, "status"); err != nil || !allApplied(out) {
+		t.Errorf("status: %v\n%s", err, out)
 	}
 
 	// Revert: back to the originals, objects install created are gone.
@@ -279,6 +316,7 @@ func TestInstallRevert(t *testing.T) {
 		"DaemonSet coredns":            getErr(k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})),
 		"Deployment tunnel-nodes-sync": getErr(k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})),
 		"Role yurtdns:coredns":         getErr(k.Client.RbacV1().Roles(tunnelnodes.Namespace).Get(ctx, "yurtdns:coredns", metav1.GetOptions{})),
+		"ConfigMap coredns-yurt":       getErr(k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns-yurt", metav1.GetOptions{})),
 		"install state":                getErr(k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, install.StateConfigMap, metav1.GetOptions{})),
 	} {
 		if !apierrors.IsNotFound(err) {

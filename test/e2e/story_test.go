@@ -98,9 +98,9 @@ func TestStory(t *testing.T) {
 	k := newKubeadmCluster(t)
 	ctx := context.Background()
 	nodes := k.Client.CoreV1().Nodes()
-	k.CreateNode(t, harness.Node{Name: "master-1", InternalIP: "192.168.0.10"})
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= 3; i++ { // master-1 is the kubeadm cluster's
 		k.CreateNode(t, harness.Node{Name: fmt.Sprintf("worker-%d", i), InternalIP: fmt.Sprintf("192.168.0.2%d", i), Edge: true})
+		createYurthub(t, k.ControlPlane, fmt.Sprintf("worker-%d", i))
 	}
 	k.ApplyConfigMap(t, harness.ServerConfig(map[string]string{tunnelnodes.HTTPSProxyPortsKey: ""}))
 	original := k.snapshot(t)
@@ -110,7 +110,7 @@ func TestStory(t *testing.T) {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	stop()
-	cm, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
+	cm, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns-yurt", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

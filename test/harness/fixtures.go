@@ -18,6 +18,11 @@ type Node struct {
 	InternalIP string
 	ExternalIP string
 	Edge       bool
+	// Ready gives the node the condition Ready True, as a running kubelet
+	// reports it; without it the node is NotReady (no kubelet ever posted).
+	Ready bool
+	// Labels are added to the node's own.
+	Labels map[string]string
 }
 
 // Object builds the Node object.
@@ -28,6 +33,13 @@ func (n Node) Object() *corev1.Node {
 	}
 	if n.Edge {
 		node.Labels[tunnelnodes.EdgeNodeLabel] = "true"
+	}
+	for k, v := range n.Labels {
+		node.Labels[k] = v
+	}
+	if n.Ready {
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+			Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
 	}
 	if n.InternalIP != "" {
 		node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: n.InternalIP})
@@ -49,7 +61,7 @@ func (cp *ControlPlane) CreateNode(t TB, n Node) *corev1.Node {
 	if err != nil {
 		t.Fatalf("creating node %s: %v", n.Name, err)
 	}
-	created.Status.Addresses = want.Status.Addresses
+	created.Status.Addresses, created.Status.Conditions = want.Status.Addresses, want.Status.Conditions
 	updated, err := cp.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatalf("setting addresses of node %s: %v", n.Name, err)
