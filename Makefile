@@ -5,8 +5,17 @@ BIN := bin
 K8S_BIN := $(BIN)/k8s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/yurtdns/yurtdns/internal/version.Version=$(VERSION)
-# The control-plane binaries are rebuilt only when the tools module changes.
-TOOLS_STAMP := $(K8S_BIN)/.built-$(shell cat hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go | sha256sum | cut -c1-16)
+# The Kubernetes binaries are rebuilt only when the tools module changes. They are
+# stamped with their real version (kubeadm, the kubelet and install's version checks
+# read it; a plain go build reports v0.0.0-master).
+K8S_VERSION := v1.37.1
+COREDNS_VERSION := v1.15.0
+TOOLS_STAMP := $(K8S_BIN)/.built-$(shell cat hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go hack/tools/pause/main.go | sha256sum | cut -c1-16)
+K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=37 \
+	-X $(p).gitCommit=0000000000000000000000000000000000000000 -X $(p).gitTreeState=clean \
+	-X $(p).buildDate=2026-01-01T00:00:00Z)
+K8S_CMDS := kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl
 APT_GET := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 FUZZTIME ?= 1m
 # Random fuzzing per target inside make test.
@@ -19,14 +28,18 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-## test-tools: kube-apiserver and etcd for the test harness, built from the Go module proxy.
+## test-tools: the Kubernetes v1.37.1 binaries, etcd, a pause binary and stock CoreDNS
+## v1.15.0, built from the Go module proxy into bin/k8s (the envtest harness uses
+## kube-apiserver and etcd; the kubeadm cluster in test/cluster uses all of them).
 test-tools: $(TOOLS_STAMP)
 
-$(TOOLS_STAMP): hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go
+$(TOOLS_STAMP): hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go hack/tools/pause/main.go
 	@mkdir -p $(K8S_BIN)
 	rm -f $(K8S_BIN)/.built-*
-	cd hack/tools && $(GO) build -o ../../$(K8S_BIN)/etcd ./etcd
-	cd hack/tools && $(GO) build -o ../../$(K8S_BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	cd hack/tools && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(K8S_LDFLAGS)' -o ../../$(K8S_BIN)/ \
+		$(addprefix k8s.io/kubernetes/cmd/,$(K8S_CMDS)) ./etcd ./pause
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X github.com/coredns/coredns/coremain.GitCommit=$(COREDNS_VERSION)' \
+		-o $(K8S_BIN)/coredns github.com/coredns/coredns
 	touch $@
 
 ## deps: dig and dnsperf from Debian, when missing.

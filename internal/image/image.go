@@ -12,9 +12,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -43,6 +45,22 @@ type Spec struct {
 	// cap_net_bind_service=+ep, as the stock CoreDNS image does, so the
 	// non-root user can serve port 53 when the pod adds NET_BIND_SERVICE.
 	BindLowPorts bool
+	// User is the image's user; empty means NonRoot. Kubernetes's own
+	// component images (the test cluster's) run as root.
+	User string
+	// Files are more files: copies of host files (kube-proxy's iptables
+	// and conntrack with their libraries, in the test cluster's image).
+	Files []File
+}
+
+// File is one more file of an image: a host file's copy, or a symlink.
+type File struct {
+	// Path is the absolute path in the image.
+	Path string
+	// Source is the host file to copy (its mode is kept); symlinks are followed.
+	Source string
+	// Link, instead of Source, makes Path a symlink to Link.
+	Link string
 }
 
 // netBindServiceCapability is the security.capability xattr value for
@@ -73,28 +91,71 @@ func Build(s Spec) (v1.Image, error) {
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	dirs := []string{"etc/", "etc/ssl/", "etc/ssl/certs/", "home/", "home/nonroot/", "tmp/"}
-	for _, d := range dirs {
-		mode := int64(0o755)
-		if d == "tmp/" {
-			mode = 0o1777
+	dirs := map[string]bool{}
+	// mkdirs writes the parent directories of name not written yet, so the
+	// layer is complete whatever unpacks it.
+	mkdirs := func(name string) error {
+		var parents []string
+		for d := path.Dir(name); d != "." && d != "/" && !dirs[d]; d = path.Dir(d) {
+			parents = append(parents, d)
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode, ModTime: epoch}); err != nil {
+		for i := len(parents) - 1; i >= 0; i-- {
+			d := parents[i]
+			dirs[d] = true
+			mode := int64(0o755)
+			if d == "tmp" {
+				mode = 0o1777
+			}
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: mode, ModTime: epoch}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, d := range []string{"etc/ssl/certs/x", "home/nonroot/x", "tmp/x"} {
+		if err := mkdirs(d); err != nil {
 			return nil, err
 		}
 	}
-	files := []struct {
+	type entry struct {
 		name string
 		mode int64
 		data []byte
-	}{
-		{"etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-		{"etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n")},
-		{"etc/ssl/certs/ca-certificates.crt", 0o644, certs},
-		{s.Entrypoint[1:], 0o755, bin},
+		link string
 	}
+	files := []entry{
+		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+		{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: certs},
+		{name: s.Entrypoint[1:], mode: 0o755, data: bin},
+	}
+	for _, f := range s.Files {
+		e := entry{name: strings.TrimPrefix(f.Path, "/"), link: f.Link}
+		if f.Link == "" {
+			info, err := os.Stat(f.Source)
+			if err != nil {
+				return nil, err
+			}
+			if e.data, err = os.ReadFile(f.Source); err != nil {
+				return nil, err
+			}
+			e.mode = int64(info.Mode().Perm())
+		}
+		files = append(files, e)
+	}
+	written := map[string]bool{}
 	for _, f := range files {
+		if written[f.name] {
+			continue // a library two binaries load
+		}
+		written[f.name] = true
+		if err := mkdirs(f.name); err != nil {
+			return nil, err
+		}
 		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: epoch}
+		if f.link != "" {
+			hdr = &tar.Header{Typeflag: tar.TypeSymlink, Name: f.name, Linkname: f.link, Mode: 0o777, ModTime: epoch}
+		}
 		if f.name == s.Entrypoint[1:] && s.BindLowPorts {
 			hdr.PAXRecords = map[string]string{capabilityPAXKey: netBindServiceCapability}
 			hdr.Format = tar.FormatPAX
@@ -128,8 +189,11 @@ func Build(s Spec) (v1.Image, error) {
 	cf.OS, cf.Architecture, cf.Created = "linux", runtime.GOARCH, v1.Time{Time: epoch}
 	cf.Config.Entrypoint = []string{s.Entrypoint}
 	cf.Config.User = NonRoot
+	if s.User != "" {
+		cf.Config.User = s.User
+	}
 	cf.Config.WorkingDir = "/"
-	cf.Config.Env = []string{"PATH=/", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
+	cf.Config.Env = []string{"PATH=/:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
 	cf.Config.ExposedPorts = map[string]struct{}{}
 	for _, p := range s.Ports {
 		cf.Config.ExposedPorts[p] = struct{}{}

@@ -59,13 +59,21 @@ func Dig(t TB, server, name, qtype string, extra ...string) DigResult {
 
 // DigErr is Dig returning the error instead of failing, for polling.
 func DigErr(server, name, qtype string, extra ...string) (DigResult, error) {
+	return DigWith(func(args ...string) ([]byte, error) {
+		return exec.Command("dig", args...).CombinedOutput()
+	}, server, name, qtype, extra...)
+}
+
+// DigWith is DigErr with dig run by run, e.g. inside a node's network
+// namespace; run gets dig's arguments.
+func DigWith(run func(args ...string) ([]byte, error), server, name, qtype string, extra ...string) (DigResult, error) {
 	host, port, ok := strings.Cut(server, ":")
 	if !ok {
 		port = "53"
 	}
 	args := append([]string{"@" + host, "-p", port, "+time=2", "+tries=1", "+noall", "+comments", "+answer"}, extra...)
 	args = append(args, name, qtype)
-	out, err := exec.Command("dig", args...).CombinedOutput()
+	out, err := run(args...)
 	if err != nil {
 		return DigResult{Raw: string(out)}, fmt.Errorf("dig %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
