@@ -25,18 +25,20 @@ const recordsText = "10.96.0.9\tedge-1\n" +
 	"192.168.0.4\tcloud-2\n" +
 	"192.168.0.3\tcloud-2-alias"
 
+// tunnelAt is the tunnel for records rendered for 10.96.0.9 (as the sync
+// annotates them) under a Service whose ClusterIPs are now current.
 func tunnelAt(current ...string) tunnel {
-	t := tunnel{past: map[netip.Addr]struct{}{netip.MustParseAddr("10.96.0.9"): {}}}
+	return tunnelFor("10.96.0.9", current...)
+}
+
+// tunnelFor is the tunnel for records annotated with annotation under a
+// Service whose ClusterIPs are current (none: absent or headless).
+func tunnelFor(annotation string, current ...string) tunnel {
+	var addrs []netip.Addr
 	for _, s := range current {
-		a := netip.MustParseAddr(s)
-		if a.Is4() {
-			t.v4 = a
-		} else {
-			t.v6 = a
-		}
-		t.past[a] = struct{}{}
+		addrs = append(addrs, netip.MustParseAddr(s))
 	}
-	return t
+	return newTunnel(tunnelnodes.ParseClusterIPs(annotation), addrs)
 }
 
 func newTestPlugin(text string, tun tunnel, f fall.F) *YurtHosts {
@@ -145,9 +147,9 @@ func TestServeDNSNextPlugin(t *testing.T) {
 // Service's current ClusterIPs (both families when dual-stack); with the
 // Service absent, records are served as written.
 func TestTunnelRemap(t *testing.T) {
-	recreated := tunnelAt("10.96.5.5") // past: 10.96.0.9, current 10.96.5.5
+	recreated := tunnelAt("10.96.5.5") // rendered for 10.96.0.9, current 10.96.5.5
 	dual := tunnelAt("10.96.5.5", "fd00:10:96::5")
-	absent := tunnel{past: map[netip.Addr]struct{}{}}
+	absent := tunnelAt()
 	tests := []struct {
 		name string
 		tun  tunnel
@@ -173,6 +175,75 @@ func TestTunnelRemap(t *testing.T) {
 			}
 			if err := test.SortAndCheck(m, tc.tc); err != nil {
 				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestStatelessTunnelRemap: which entries are tunnel entries follows from the
+// ConfigMap's tunnel-cluster-ips annotation and the Service as they are now,
+// so a replica started at any moment answers like every other. Tunnel
+// addresses, annotated or current, always go to the next plugin in reverse.
+func TestStatelessTunnelRemap(t *testing.T) {
+	const (
+		ptrOld = "9.0.96.10.in-addr.arpa."
+		ptrNew = "5.5.96.10.in-addr.arpa."
+		ptrV6  = "5.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa."
+	)
+	next := func(qname string) test.Case {
+		return test.Case{Qname: qname, Qtype: dns.TypePTR, Rcode: dns.RcodeRefused}
+	}
+	tests := []struct {
+		name  string
+		tun   tunnel
+		cases []test.Case
+	}{
+		{"annotated old ClusterIP, Service recreated", tunnelFor("10.96.0.9", "10.96.5.5"), []test.Case{
+			{Qname: "edge-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-1. 5 IN A 10.96.5.5")}},
+			{Qname: "edge-node-1.", Qtype: dns.TypeAAAA},
+			{Qname: "master-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("master-1. 5 IN A 192.168.0.2")}},
+			next(ptrOld), next(ptrNew),
+		}},
+		{"annotated old dual-stack ClusterIPs, recreated dual-stack", tunnelFor("10.96.0.9,fd00:10:96::9", "10.96.5.5", "fd00:10:96::5"), []test.Case{
+			{Qname: "edge-2.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-2. 5 IN A 10.96.5.5")}},
+			{Qname: "edge-2.", Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA("edge-2. 5 IN AAAA fd00:10:96::5")}},
+			next(ptrOld), next(ptrNew), next(ptrV6),
+		}},
+		{"bad annotation entries ignored", tunnelFor(" junk ,, 10.96.0.9 ,fe80::1%eth0", "10.96.5.5"), []test.Case{
+			{Qname: "edge-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-1. 5 IN A 10.96.5.5")}},
+			next(ptrOld),
+		}},
+		{"upstream records (no annotation) at the current ClusterIP", tunnelFor("", "10.96.0.9", "fd00:10:96::9"), []test.Case{
+			{Qname: "edge-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-1. 5 IN A 10.96.0.9")}},
+			{Qname: "edge-1.", Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA("edge-1. 5 IN AAAA fd00:10:96::9")}},
+			next(ptrOld),
+		}},
+		{"upstream records (no annotation), Service recreated: as written", tunnelFor("", "10.96.5.5"), []test.Case{
+			{Qname: "edge-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-1. 5 IN A 10.96.0.9")}},
+		}},
+		{"annotated, Service absent: as written", tunnelFor("10.96.0.9"), []test.Case{
+			{Qname: "edge-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-1. 5 IN A 10.96.0.9")}},
+			next(ptrOld),
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			y := newTestPlugin(recordsText, tc.tun, fall.Zero)
+			for _, c := range tc.cases {
+				rcode, m := serve(t, y, c)
+				if c.Rcode == dns.RcodeRefused {
+					if m != nil || rcode != dns.RcodeRefused {
+						t.Errorf("%s %s: want the next plugin, got rcode %d msg %v", c.Qname, dns.TypeToString[c.Qtype], rcode, m)
+					}
+					continue
+				}
+				if m == nil {
+					t.Errorf("%s %s: went to the next plugin", c.Qname, dns.TypeToString[c.Qtype])
+					continue
+				}
+				if err := test.SortAndCheck(m, c); err != nil {
+					t.Errorf("%s %s: %v", c.Qname, dns.TypeToString[c.Qtype], err)
+				}
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package yurthosts
 import (
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
@@ -22,26 +23,37 @@ type addrs struct{ v4, v6 []net.IP }
 
 var emptyRecords = &records{hosts: map[string]addrs{}, reverse: map[string][]string{}}
 
-// tunnel is what the Service watch knows about the tunnel's ClusterIPs.
+// tunnel says which entries are tunnel entries and what they answer.
 type tunnel struct {
-	// v4 and v6 are the current ClusterIPs; invalid when the Service is
-	// absent, headless, or lacks that family.
+	// v4 and v6 are the Service's current ClusterIPs; invalid when the
+	// Service is absent, headless, or lacks that family.
 	v4, v6 netip.Addr
-	// past holds every ClusterIP the Service has had while watched, the
-	// current ones included, so records written for an old ClusterIP follow
-	// a recreated Service before the ConfigMap is rewritten.
-	past map[netip.Addr]struct{}
+	// addrs are the addresses of tunnel entries: the ClusterIPs the records
+	// were rendered for (the ConfigMap's annotation) and the current ones.
+	// Both come from the objects as they are now, never from memory, so
+	// every replica computes the same answers.
+	addrs []netip.Addr
+}
+
+// newTunnel combines the annotated ClusterIPs with the current ones.
+func newTunnel(annotated, current []netip.Addr) tunnel {
+	t := tunnel{addrs: slices.Concat(annotated, current)}
+	for _, a := range current {
+		if a.Is4() && !t.v4.IsValid() {
+			t.v4 = a
+		} else if a.Is6() && !t.v6.IsValid() {
+			t.v6 = a
+		}
+	}
+	return t
 }
 
 func (t tunnel) present() bool { return t.v4.IsValid() || t.v6.IsValid() }
 
-func (t tunnel) isTunnelIP(a netip.Addr) bool {
-	_, ok := t.past[a]
-	return ok
-}
+func (t tunnel) isTunnelIP(a netip.Addr) bool { return slices.Contains(t.addrs, a) }
 
 // buildRecords computes the snapshot. An entry whose address is a tunnel
-// ClusterIP (current or past) answers the Service's current ClusterIP of each
+// ClusterIP (annotated or current) answers the Service's current ClusterIP of each
 // family and is never answered in reverse: that address is shared by every
 // edge node. With the Service absent, entries are served as written.
 // Addresses keep the order of the entries; repeats are dropped.

@@ -24,9 +24,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// pastClusterIPsLimit bounds how many earlier tunnel ClusterIPs are remembered.
-const pastClusterIPsLimit = 16
-
 // userAgent starts with "coredns/" so that yurthub, which caches responses
 // for the user agents in its cache-agents list ("coredns" by default), keeps
 // serving these objects to an edge node that has lost the cloud.
@@ -70,9 +67,10 @@ type watcher struct {
 	synced               atomic.Bool
 
 	// Owned by the rebuild loop.
-	text        string
-	entries     []tunnelnodes.HostEntry
-	pastIPs     []netip.Addr
+	text, annotated string
+	entries         []tunnelnodes.HostEntry
+	// tunnelIPs are the ClusterIPs the served entries were rendered for.
+	tunnelIPs   []netip.Addr
 	lastTrigger string
 }
 
@@ -249,23 +247,32 @@ func (w *watcher) configMap() *corev1.ConfigMap {
 	return obj.(*corev1.ConfigMap)
 }
 
-// updateEntries parses the ConfigMap text when it changed. Skipped lines are
-// counted and logged once per content; an oversized value is rejected whole
-// and the previous records stay.
+// updateEntries parses the ConfigMap text and its tunnel ClusterIPs
+// annotation when they changed. Skipped lines are counted and logged once per
+// content; an oversized value is rejected whole and the previous records
+// stay, with the annotation they came with.
 func (w *watcher) updateEntries(cm *corev1.ConfigMap) {
-	var text string
+	var text, annotated string
 	if cm != nil {
 		text = cm.Data[w.src.configMapKey]
+		annotated = cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation]
 	}
-	if text == w.text {
+	if text == w.text && annotated == w.annotated {
 		return
 	}
+	textChanged := text != w.text
 	ref := w.src.configMapRef()
-	w.text = text
+	w.text, w.annotated = text, annotated
 	if len(text) > tunnelnodes.MaxHostsBytes {
-		parseErrors.WithLabelValues(ref).Inc()
-		log.Errorf("%s key %s is %d bytes, over the %d byte limit: ignored, keeping the previous %d records",
-			ref, w.src.configMapKey, len(text), tunnelnodes.MaxHostsBytes, len(w.entries))
+		if textChanged {
+			parseErrors.WithLabelValues(ref).Inc()
+			log.Errorf("%s key %s is %d bytes, over the %d byte limit: ignored, keeping the previous %d records",
+				ref, w.src.configMapKey, len(text), tunnelnodes.MaxHostsBytes, len(w.entries))
+		}
+		return
+	}
+	w.tunnelIPs = tunnelnodes.ParseClusterIPs(annotated)
+	if !textChanged {
 		return
 	}
 	entries, skipped := tunnelnodes.ParseHosts(text)
@@ -282,41 +289,14 @@ func (w *watcher) updateEntries(cm *corev1.ConfigMap) {
 	log.Warningf("%s key %s: skipped %d malformed lines or names (%s)", ref, w.src.configMapKey, len(skipped), strings.Join(first, "; "))
 }
 
-// tunnel reads the Service's ClusterIPs; a headless or absent Service has none.
+// tunnel reads the Service's current ClusterIPs (none when it is headless
+// or absent) and pairs them with the annotated ones.
 func (w *watcher) tunnel() tunnel {
-	var t tunnel
+	var svc *corev1.Service
 	if w.services != nil {
-		key := w.src.serviceNamespace + "/" + w.src.serviceName
-		if obj, ok, _ := w.services.GetByKey(key); ok {
-			for _, s := range obj.(*corev1.Service).Spec.ClusterIPs {
-				a, err := netip.ParseAddr(s)
-				if err != nil {
-					continue // "None" (headless) or empty
-				}
-				if a.Is4() && !t.v4.IsValid() {
-					t.v4 = a
-				} else if a.Is6() && !t.v6.IsValid() {
-					t.v6 = a
-				}
-				w.rememberClusterIP(a)
-			}
+		if obj, ok, _ := w.services.GetByKey(w.src.serviceNamespace + "/" + w.src.serviceName); ok {
+			svc = obj.(*corev1.Service)
 		}
 	}
-	t.past = make(map[netip.Addr]struct{}, len(w.pastIPs))
-	for _, a := range w.pastIPs {
-		t.past[a] = struct{}{}
-	}
-	return t
-}
-
-func (w *watcher) rememberClusterIP(a netip.Addr) {
-	for _, have := range w.pastIPs {
-		if have == a {
-			return
-		}
-	}
-	w.pastIPs = append(w.pastIPs, a)
-	if len(w.pastIPs) > pastClusterIPsLimit {
-		w.pastIPs = w.pastIPs[1:]
-	}
+	return newTunnel(w.tunnelIPs, tunnelnodes.ServiceClusterIPs(svc))
 }

@@ -1,6 +1,7 @@
 package yurthosts
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -48,5 +49,39 @@ func TestUpdateEntriesBadInput(t *testing.T) {
 	w.updateEntries(nil)
 	if len(w.entries) != 0 {
 		t.Errorf("entries without a ConfigMap: %v", w.entries)
+	}
+}
+
+// TestUpdateEntriesAnnotation: the tunnel ClusterIPs annotation is read with
+// the text it describes. A change of the annotation alone is taken without
+// counting the text's parse errors again; an oversized text is rejected
+// together with its annotation.
+func TestUpdateEntriesAnnotation(t *testing.T) {
+	w := newWatcher(source{configMapNamespace: "test", configMapName: "annotation", configMapKey: tunnelnodes.ConfigMapKey}, nil, nil)
+	errs := parseErrors.WithLabelValues("test/annotation")
+	annotated := func(text, ips string) *corev1.ConfigMap {
+		cm := recordsCM(text)
+		cm.Annotations = map[string]string{tunnelnodes.TunnelClusterIPsAnnotation: ips}
+		return cm
+	}
+	const text = "10.96.0.9 edge-1\nnot-an-ip x"
+
+	w.updateEntries(annotated(text, "10.96.0.9"))
+	if fmt.Sprint(w.tunnelIPs) != "[10.96.0.9]" || testutil.ToFloat64(errs) != 1 {
+		t.Fatalf("tunnel IPs %v, parse errors %v", w.tunnelIPs, testutil.ToFloat64(errs))
+	}
+	w.updateEntries(annotated(text, "10.96.0.9,fd00:10:96::9"))
+	if fmt.Sprint(w.tunnelIPs) != "[10.96.0.9 fd00:10:96::9]" || testutil.ToFloat64(errs) != 1 {
+		t.Errorf("annotation change: tunnel IPs %v, parse errors %v", w.tunnelIPs, testutil.ToFloat64(errs))
+	}
+	huge := strings.Repeat("10.96.0.7 n\n", tunnelnodes.MaxHostsBytes/12+1)
+	w.updateEntries(annotated(huge, "10.96.0.7"))
+	if fmt.Sprint(w.tunnelIPs) != "[10.96.0.9 fd00:10:96::9]" || len(w.entries) != 1 {
+		t.Errorf("oversized text: tunnel IPs %v, %d entries", w.tunnelIPs, len(w.entries))
+	}
+	// Records without the annotation (upstream's controllers) have none.
+	w.updateEntries(recordsCM(text))
+	if len(w.tunnelIPs) != 0 {
+		t.Errorf("no annotation: tunnel IPs %v", w.tunnelIPs)
 	}
 }

@@ -91,7 +91,7 @@ func TestFaultServiceRecreatedWhileDisconnected(t *testing.T) {
 	cp := harness.Start(t, harness.Options{})
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
 	lines, want := harness.SyntheticRecords(1000, "10.96.0.9")
-	cp.ApplyConfigMap(t, recordsConfigMap(lines...))
+	cp.ApplyConfigMap(t, annotated(recordsConfigMap(lines...), "10.96.0.9"))
 	kubeconfig, proxy := cp.ProxiedKubeconfig(t, cp.Kubeconfig)
 	dns := harness.StartCoreDNS(t, kubeconfig, onlyYurthosts)
 	expectAnswer(t, dns.DNSAddr, "edge-node-00001", "A", "10.96.0.9")

@@ -162,7 +162,7 @@ func TestAnswersFollowTheAPI(t *testing.T) {
 
 	// Malformed lines are skipped and counted; the rest is served.
 	before := harness.Metric(t, dns.MetricsURL, `coredns_yurthosts_parse_errors_total{configmap="kube-system/yurt-tunnel-nodes"}`)
-	cp.ApplyConfigMap(t, recordsConfigMap("10.96.0.9\tedge-node-1", "not-an-ip\tbroken", "192.168.0.10\tmaster-1 bad/name", "192.168.0.11\tmaster-2"))
+	cp.ApplyConfigMap(t, annotated(recordsConfigMap("10.96.0.9\tedge-node-1", "not-an-ip\tbroken", "192.168.0.10\tmaster-1 bad/name", "192.168.0.11\tmaster-2"), "10.96.0.9"))
 	expectAnswer(t, dns.DNSAddr, "master-2", "A", "192.168.0.11")
 	if got := harness.Metric(t, dns.MetricsURL, `coredns_yurthosts_parse_errors_total{configmap="kube-system/yurt-tunnel-nodes"}`); got-before != 2 {
 		t.Errorf("parse errors grew by %v, want 2", got-before)
@@ -171,8 +171,9 @@ func TestAnswersFollowTheAPI(t *testing.T) {
 		t.Errorf("no log line for the skipped lines:\n%s", dns.Output())
 	}
 
-	// The Service is recreated with a new ClusterIP: edge names follow at
-	// once, before anybody rewrites the ConfigMap.
+	// The Service is recreated with a new ClusterIP: edge names (annotated
+	// above as rendered for 10.96.0.9) follow at once, before anybody
+	// rewrites the ConfigMap.
 	cp.DeleteService(t, tunnelnodes.Namespace, tunnelnodes.ServiceName)
 	cp.CreateService(t, harness.TunnelService("10.96.0.77"))
 	expectAnswer(t, dns.DNSAddr, "edge-node-1", "A", "10.96.0.77")
