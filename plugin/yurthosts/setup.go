@@ -13,7 +13,6 @@ import (
 	"github.com/coredns/coredns/plugin"
 	clog "github.com/coredns/coredns/plugin/pkg/log"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 )
 
 var log = clog.NewWithPlugin(pluginName)
@@ -25,11 +24,7 @@ func setup(c *caddy.Controller) error {
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
-	cfg, err := y.source.restConfig()
-	if err != nil {
-		return plugin.Error(pluginName, err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := y.source.client()
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}

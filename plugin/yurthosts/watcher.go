@@ -1,56 +1,22 @@
 package yurthosts
 
 import (
-	"fmt"
 	"net/netip"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
-	"github.com/yurtdns/yurtdns/internal/version"
 
-	"github.com/coredns/coredns/coremain"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 )
-
-// userAgent starts with "coredns/" so that yurthub, which caches responses
-// for the user agents in its cache-agents list ("coredns" by default), keeps
-// serving these objects to an edge node that has lost the cloud.
-func userAgent() string {
-	return fmt.Sprintf("coredns/%s yurthosts/%s (%s/%s)", coremain.CoreVersion, version.Version, runtime.GOOS, runtime.GOARCH)
-}
-
-// restConfig builds the client config: the kubeconfig when the Corefile
-// names one, else the in-cluster service account.
-func (s source) restConfig() (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if s.kubeconfig != "" {
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: s.kubeconfig}
-		overrides := &clientcmd.ConfigOverrides{CurrentContext: s.kubeContext}
-		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cfg.UserAgent = userAgent()
-	return cfg, nil
-}
 
 // watcher runs one reflector for the records ConfigMap and one for the
 // tunnel Service, each field-selected to its single object, and rebuilds
