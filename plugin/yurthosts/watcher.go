@@ -10,12 +10,7 @@ import (
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 )
 
 // watcher runs one reflector for the records ConfigMap and one for the
@@ -26,11 +21,12 @@ type watcher struct {
 	client  kubernetes.Interface
 	publish func(*records)
 
-	configMaps, services *objectWatch
-	changed              chan struct{}
-	stopCh               chan struct{}
-	running              sync.WaitGroup
-	synced               atomic.Bool
+	configMaps *objectStore[*corev1.ConfigMap]
+	services   *objectStore[*corev1.Service]
+	changed    chan struct{}
+	stopCh     chan struct{}
+	running    sync.WaitGroup
+	synced     atomic.Bool
 
 	// Owned by the rebuild loop.
 	text, annotated string
@@ -44,56 +40,6 @@ func newWatcher(src source, client kubernetes.Interface, publish func(*records))
 	return &watcher{src: src, client: client, publish: publish}
 }
 
-// reconnectBackoff replaces client-go's default reflector backoff, which
-// grows to 30–60 s during a long apiserver outage: a DNS server must see
-// the first change made after the apiserver is back within a second. Retries
-// come every 0.5–0.75 s: while the apiserver is down each is one refused
-// connection; once it is back, one list (or watch-list) of a single object.
-// Throttling (429 with Retry-After) is waited out inside client-go's REST
-// client before the reflector sees an error.
-var reconnectBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 4, Cap: 500 * time.Millisecond}
-
-// objectWatch is a store kept by a reflector for one object; every change,
-// including a relist after reconnecting, asks the loop for a rebuild.
-type objectWatch struct {
-	cache.Store
-	reflector *cache.Reflector
-	listed    atomic.Bool
-	notify    func()
-}
-
-func (w *watcher) watch(resource, namespace, name string, obj k8sruntime.Object) *objectWatch {
-	lw := cache.NewFilteredListWatchFromClient(w.client.CoreV1().RESTClient(), resource, namespace,
-		func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-		})
-	ow := &objectWatch{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), notify: w.notify}
-	backoff := reconnectBackoff
-	ow.reflector = cache.NewReflectorWithOptions(lw, obj, ow, cache.ReflectorOptions{
-		Name:    namespace + "/" + name,
-		Backoff: &backoff,
-	})
-	return ow
-}
-
-func (o *objectWatch) Add(obj any) error    { return o.changed(o.Store.Add(obj)) }
-func (o *objectWatch) Update(obj any) error { return o.changed(o.Store.Update(obj)) }
-func (o *objectWatch) Delete(obj any) error { return o.changed(o.Store.Delete(obj)) }
-
-func (o *objectWatch) Replace(list []any, resourceVersion string) error {
-	err := o.Store.Replace(list, resourceVersion)
-	o.listed.Store(true)
-	return o.changed(err)
-}
-
-func (o *objectWatch) changed(err error) error {
-	o.notify()
-	return err
-}
-
-// hasListed reports whether the first list is in (true for no watch).
-func (o *objectWatch) hasListed() bool { return o == nil || o.listed.Load() }
-
 // start launches the watches and the rebuild loop.
 func (w *watcher) start() {
 	// Export every series from the start, so a zero is visible as a zero.
@@ -102,14 +48,13 @@ func (w *watcher) start() {
 	entries.WithLabelValues(ref).Add(0)
 	w.changed = make(chan struct{}, 1)
 	w.stopCh = make(chan struct{})
-	w.configMaps = w.watch("configmaps", w.src.configMapNamespace, w.src.configMapName, &corev1.ConfigMap{})
-	watches := []*objectWatch{w.configMaps}
+	w.configMaps = newObjectStore(w.client, w.client.CoreV1().ConfigMaps(w.src.configMapNamespace), &corev1.ConfigMap{},
+		w.src.configMapNamespace, w.src.configMapName, w.notify)
+	w.running.Go(func() { w.configMaps.reflector.Run(w.stopCh) })
 	if w.src.serviceName != "" {
-		w.services = w.watch("services", w.src.serviceNamespace, w.src.serviceName, &corev1.Service{})
-		watches = append(watches, w.services)
-	}
-	for _, ow := range watches {
-		w.running.Go(func() { ow.reflector.Run(w.stopCh) })
+		w.services = newObjectStore(w.client, w.client.CoreV1().Services(w.src.serviceNamespace), &corev1.Service{},
+			w.src.serviceNamespace, w.src.serviceName, w.notify)
+		w.running.Go(func() { w.services.reflector.Run(w.stopCh) })
 	}
 	w.running.Go(w.loop)
 }
@@ -173,7 +118,7 @@ func (w *watcher) rebuild() {
 	// this rebuild stale, never marks stale records synced (its own
 	// notification rebuilds again).
 	listed := w.listed()
-	cm := w.configMap()
+	cm := w.configMaps.object()
 	w.updateEntries(cm)
 	recs := buildRecords(w.entries, w.tunnel())
 	w.publish(recs)
@@ -203,14 +148,6 @@ func (w *watcher) observeProgramming(trigger string, now time.Time, wasSynced bo
 		return
 	}
 	programmingDuration.WithLabelValues(w.src.configMapRef()).Observe(now.Sub(t).Seconds())
-}
-
-func (w *watcher) configMap() *corev1.ConfigMap {
-	obj, ok, _ := w.configMaps.GetByKey(w.src.configMapRef())
-	if !ok {
-		return nil
-	}
-	return obj.(*corev1.ConfigMap)
 }
 
 // updateEntries parses the ConfigMap text and its tunnel ClusterIPs
@@ -258,11 +195,5 @@ func (w *watcher) updateEntries(cm *corev1.ConfigMap) {
 // tunnel reads the Service's current ClusterIPs (none when it is headless
 // or absent) and pairs them with the annotated ones.
 func (w *watcher) tunnel() tunnel {
-	var svc *corev1.Service
-	if w.services != nil {
-		if obj, ok, _ := w.services.GetByKey(w.src.serviceNamespace + "/" + w.src.serviceName); ok {
-			svc = obj.(*corev1.Service)
-		}
-	}
-	return newTunnel(w.tunnelIPs, tunnelnodes.ServiceClusterIPs(svc))
+	return newTunnel(w.tunnelIPs, tunnelnodes.ServiceClusterIPs(w.services.object()))
 }

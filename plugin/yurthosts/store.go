@@ -1,0 +1,96 @@
+package yurthosts
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// reconnectBackoff replaces client-go's default reflector backoff, which
+// grows to 30–60 s during a long apiserver outage: a DNS server must see
+// the first change made after the apiserver is back within a second. Retries
+// come every 0.5–0.75 s: while the apiserver is down each is one refused
+// connection; once it is back, one list (or watch-list) of a single object.
+// Throttling (429 with Retry-After) is waited out inside client-go's REST
+// client before the reflector sees an error.
+var reconnectBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 4, Cap: 500 * time.Millisecond}
+
+// listWatcher is the List and Watch of a typed client, such as
+// CoreV1().ConfigMaps(namespace): client-go's fake clientset implements
+// these (its RESTClient() is nil).
+type listWatcher[L k8sruntime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// objectStore is a store kept by a reflector for the one object named name,
+// field-selected on the server; every change, including a relist after
+// reconnecting, calls onChange.
+type objectStore[T k8sruntime.Object] struct {
+	cache.Store
+	reflector *cache.Reflector
+	key       string
+	listed    atomic.Bool
+	onChange  func()
+}
+
+func newObjectStore[T, L k8sruntime.Object](client kubernetes.Interface, api listWatcher[L], expected T, namespace, name string, onChange func()) *objectStore[T] {
+	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
+			opts.FieldSelector = byName
+			return api.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = byName
+			return api.Watch(ctx, opts)
+		},
+	}
+	s := &objectStore[T]{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), key: namespace + "/" + name, onChange: onChange}
+	backoff := reconnectBackoff
+	// The wrapper tells the reflector whether the client can stream a
+	// watch-list (the fake clientset cannot).
+	s.reflector = cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), expected, s,
+		cache.ReflectorOptions{Name: s.key, Backoff: &backoff})
+	return s
+}
+
+func (s *objectStore[T]) Add(obj any) error    { return s.changed(s.Store.Add(obj)) }
+func (s *objectStore[T]) Update(obj any) error { return s.changed(s.Store.Update(obj)) }
+func (s *objectStore[T]) Delete(obj any) error { return s.changed(s.Store.Delete(obj)) }
+
+func (s *objectStore[T]) Replace(list []any, resourceVersion string) error {
+	err := s.Store.Replace(list, resourceVersion)
+	s.listed.Store(true)
+	return s.changed(err)
+}
+
+func (s *objectStore[T]) changed(err error) error {
+	s.onChange()
+	return err
+}
+
+// hasListed reports whether the first list is in (true for no store).
+func (s *objectStore[T]) hasListed() bool { return s == nil || s.listed.Load() }
+
+// object is the stored object; the zero T (nil) when it is absent or there
+// is no store.
+func (s *objectStore[T]) object() T {
+	var none T
+	if s == nil {
+		return none
+	}
+	obj, ok, _ := s.GetByKey(s.key)
+	if !ok {
+		return none
+	}
+	return obj.(T)
+}
