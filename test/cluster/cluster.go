@@ -1,0 +1,448 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// KubernetesVersion is the version hack/tools builds and kubeadm installs.
+const KubernetesVersion = "v1.37.1"
+
+// Config says where the cluster's inputs and state are.
+type Config struct {
+	// Dir holds everything the cluster writes; a cluster left there by a
+	// killed run is torn down first. It must not lie under /etc, /var, /opt,
+	// /usr or /run, which the nodes overlay.
+	Dir string
+	// Bin holds the binaries hack/tools builds (make test-tools).
+	Bin string
+	// Images are more image archives imported on every node (make image's).
+	Images []string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// Cluster is a running two-node kubeadm cluster.
+type Cluster struct {
+	Nodes []*Node
+	// Kubeconfig is kubeadm's admin.conf; its server is reachable from the
+	// machine's root network namespace.
+	Kubeconfig string
+
+	dir      string
+	cacheDir string
+	binDir   string
+	log      io.Writer
+}
+
+// The nodes: master-1, a cloud node and the control plane; worker-1, an edge node.
+func newNodes(c *Cluster) []*Node {
+	nodes := []*Node{
+		{Name: "master-1", IP: "198.51.100.10", PodCIDR: "10.244.0.0/24", short: "m1"},
+		{Name: "worker-1", IP: "198.51.100.11", PodCIDR: "10.244.1.0/24", short: "w1", Edge: true},
+	}
+	for _, n := range nodes {
+		n.c, n.netns, n.dir = c, "yurtdns-"+n.Name, filepath.Join(c.dir, "nodes", n.Name)
+	}
+	return nodes
+}
+
+// Master is the control-plane node.
+func (c *Cluster) Master() *Node { return c.Nodes[0] }
+
+// Node returns the node called name, or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) bin(name string) string { return filepath.Join(c.binDir, name) }
+
+func (c *Cluster) logf(format string, args ...any) {
+	fmt.Fprintf(c.log, "[cluster] "+format+"\n", args...)
+}
+
+// overlaid are the directories each node sees through an overlay: the
+// overlay's upper directory cannot lie inside its lower one.
+var overlaid = []string{"/etc", "/var", "/opt", "/usr", "/run"}
+
+// Start brings the cluster up: both nodes Ready, kube-proxy and CoreDNS
+// answering through the kube-dns Service from each node.
+func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the kubeadm cluster needs root (network and mount namespaces, cgroups)")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range overlaid {
+		if dir == o || strings.HasPrefix(dir, o+"/") {
+			return nil, fmt.Errorf("cluster directory %s lies under %s, which every node overlays: choose another", dir, o)
+		}
+	}
+	c := &Cluster{dir: filepath.Join(dir, "live"), cacheDir: dir, binDir: cfg.Bin, log: cfg.Log}
+	if c.log == nil {
+		c.log = io.Discard
+	}
+	c.Nodes = newNodes(c)
+	started := time.Now()
+	if err := c.teardown(); err != nil {
+		return nil, fmt.Errorf("tearing down the cluster a killed run left: %w", err)
+	}
+	if err := checkSubnetFree(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(c.dir, "run"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := c.saveSysctls(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if err := c.up(ctx, cfg.Images); err != nil {
+		return nil, err
+	}
+	c.logf("up in %.1fs: %d nodes Ready, DNS answering", time.Since(started).Seconds(), len(c.Nodes))
+	return c, nil
+}
+
+func (c *Cluster) up(ctx context.Context, extraImages []string) error {
+	if err := upBridge(); err != nil {
+		return err
+	}
+	configs := map[*Node]string{}
+	for _, n := range c.Nodes {
+		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+			return err
+		}
+		if err := upNodeNetwork(n, c.Nodes); err != nil {
+			return err
+		}
+		if err := c.makeCgroups(n); err != nil {
+			return err
+		}
+		if err := n.startAnchor(); err != nil {
+			return err
+		}
+		path, err := c.kubeadmConfig(n)
+		if err != nil {
+			return err
+		}
+		configs[n] = path
+	}
+	images, sandbox, err := c.kubeadmImages(configs[c.Master()])
+	if err != nil {
+		return err
+	}
+	images = append(images, extraImages...)
+	errs := make(chan error, len(c.Nodes))
+	for _, n := range c.Nodes {
+		go func() { errs <- n.startRuntime(images, sandbox) }()
+	}
+	for range c.Nodes {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	c.logf("containerd up and %d images imported on each node", len(images))
+	for _, n := range c.Nodes {
+		n.StartKubelet()
+	}
+	m := c.Master()
+	if _, err := m.Run(ctx, c.bin("kubeadm"), "init", "--config", configs[m], "-v=1"); err != nil {
+		return fmt.Errorf("kubeadm init: %w", err)
+	}
+	c.Kubeconfig = filepath.Join(m.dir, "state", "etc_kubernetes", "admin.conf")
+	c.logf("kubeadm init done")
+	for _, n := range c.Nodes[1:] {
+		if _, err := n.Run(ctx, c.bin("kubeadm"), "join", "--config", configs[n], "-v=1"); err != nil {
+			return fmt.Errorf("kubeadm join %s: %w", n.Name, err)
+		}
+		c.logf("kubeadm join %s done", n.Name)
+	}
+	return c.waitReady(ctx)
+}
+
+// waitReady waits for every node Ready, kube-proxy and CoreDNS rolled out,
+// and a cluster name answered through the kube-dns Service on each node.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	waits := [][]string{
+		{"wait", "--for=condition=Ready", "node", "--all", "--timeout=180s"},
+		{"-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=180s"},
+		{"-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=180s"},
+	}
+	for _, w := range waits {
+		if _, err := c.Kubectl(ctx, w...); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := n.WaitDNS(ctx, "kubernetes.default.svc.cluster.local", 60*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WaitDNS waits until dig on the node gets name's address through the
+// kube-dns Service.
+func (n *Node) WaitDNS(ctx context.Context, name string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		r, err := n.Dig(ctx, KubeDNSIP(), name, "A")
+		if err == nil && r.Status == "NOERROR" && len(r.Data("A")) > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %s not answered through %s after %s: %v %s", n.Name, name, KubeDNSIP(), timeout, err, r.Raw)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// Dig runs the real dig in the node's network namespace (one try, 1 s).
+func (n *Node) Dig(ctx context.Context, server, name, qtype string) (harness.DigResult, error) {
+	return harness.DigWith(func(args ...string) ([]byte, error) {
+		return n.NetCommand(ctx, "dig", append([]string{"+time=1", "+tries=1"}, args...)...).CombinedOutput()
+	}, server, name, qtype)
+}
+
+// KubeDNSIP is the kube-dns Service's ClusterIP.
+func KubeDNSIP() string { return kubeDNSIP }
+
+// Kubectl runs kubectl with the admin kubeconfig.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.bin("kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "HOME="+c.dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// RESTConfig is the admin's client configuration.
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}
+
+// Clientset is a clientset with the admin's credentials.
+func (c *Cluster) Clientset() (kubernetes.Interface, error) {
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Dir is the cluster's live directory (logs: nodes/NAME/*.log).
+func (c *Cluster) Dir() string { return c.dir }
+
+// Stop tears the cluster down and puts back what it changed on the machine.
+func (c *Cluster) Stop() error {
+	for _, n := range c.Nodes {
+		n.StopKubelet()
+	}
+	return c.teardown()
+}
+
+// teardown stops every process of the cluster by PID — the kubelets, the
+// containers (the kubelets' cgroups), containerd and its shims and the
+// hostNetwork containers (the node network namespaces), the namespace
+// anchors — then removes the namespaces, the bridge, the cgroups and the
+// state, and restores the machine-wide kernel settings. It works from what
+// is on the machine and in the directory, so it also cleans up after a
+// killed run.
+func (c *Cluster) teardown() error {
+	for _, f := range []string{"kubelet-", "containerd-", "stub-resolver-"} {
+		matches, _ := filepath.Glob(filepath.Join(c.dir, "run", f+"*.pid"))
+		for _, m := range matches {
+			if data, err := os.ReadFile(m); err == nil {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pidInClusterNetns(c, pid) {
+					killPID(pid, 10*time.Second)
+				}
+			}
+			os.Remove(m)
+		}
+	}
+	for _, n := range c.Nodes {
+		for _, pid := range pidsInCgroup(filepath.Join("/sys/fs/cgroup/pids", n.cgroupName())) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	for _, n := range c.Nodes {
+		for _, pid := range pidsInNetns(n.netns) {
+			killPID(pid, 5*time.Second)
+		}
+	}
+	var errs []error
+	for _, n := range c.Nodes {
+		if err := removeCgroups(n.cgroupName()); err != nil {
+			errs = append(errs, err)
+		}
+		if _, err := os.Stat("/run/netns/" + n.netns); err == nil {
+			if err := ip("netns", "del", n.netns); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		exec.Command("ip", "link", "del", "ydh-"+n.short).Run()
+	}
+	exec.Command("ip", "link", "del", bridgeName).Run()
+	if err := c.restoreSysctls(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := os.RemoveAll(c.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pidInClusterNetns guards a recorded PID against reuse by an unrelated
+// process: only one in a node's network namespace is stopped.
+func pidInClusterNetns(c *Cluster, pid int) bool {
+	for _, n := range c.Nodes {
+		for _, p := range pidsInNetns(n.netns) {
+			if p == pid {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// cgroupHierarchies are the machine's mounted cgroup hierarchies.
+func cgroupHierarchies() []string {
+	entries, _ := os.ReadDir("/sys/fs/cgroup")
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, filepath.Join("/sys/fs/cgroup", e.Name()))
+		}
+	}
+	return dirs
+}
+
+// makeCgroups makes the node's kubelet cgroupRoot in every hierarchy.
+func (c *Cluster) makeCgroups(n *Node) error {
+	for _, h := range cgroupHierarchies() {
+		if err := os.MkdirAll(filepath.Join(h, n.cgroupName()), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		v, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuset", f))
+		if err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join("/sys/fs/cgroup/cpuset", n.cgroupName(), f), v, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeCgroups removes a cgroup subtree in every hierarchy, deepest first,
+// retrying while the killed processes exit.
+func removeCgroups(name string) error {
+	hierarchies := cgroupHierarchies()
+	var last error
+	for range 50 {
+		last = nil
+		for _, h := range hierarchies {
+			root := filepath.Join(h, name)
+			var dirs []string
+			filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs = append(dirs, p)
+				}
+				return nil
+			})
+			for i := len(dirs) - 1; i >= 0; i-- {
+				if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+					last = fmt.Errorf("removing cgroup %s: %w", dirs[i], err)
+				}
+			}
+		}
+		if last == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return last
+}
+
+// machineSysctls are the kernel settings a kubelet changes that no
+// namespace isolates.
+var machineSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+func (c *Cluster) sysctlFile() string { return filepath.Join(c.cacheDir, "sysctls.json") }
+
+// saveSysctls records the machine's settings before any kubelet runs. A
+// record left by a killed run was restored by teardown and is rewritten.
+func (c *Cluster) saveSysctls() error {
+	values := map[string]string{}
+	for _, k := range machineSysctls {
+		v, err := os.ReadFile("/proc/sys/" + k)
+		if err != nil {
+			return err
+		}
+		values[k] = strings.TrimSpace(string(v))
+	}
+	data, _ := json.Marshal(values)
+	return os.WriteFile(c.sysctlFile(), data, 0o644)
+}
+
+func (c *Cluster) restoreSysctls() error {
+	data, err := os.ReadFile(c.sysctlFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var values map[string]string
+	if err := json.Unmarshal(data, &values); err != nil {
+		return fmt.Errorf("%s: %w", c.sysctlFile(), err)
+	}
+	for k, v := range values {
+		if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
+			return fmt.Errorf("restoring %s: %w", k, err)
+		}
+	}
+	return os.Remove(c.sysctlFile())
+}

@@ -1,0 +1,132 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/yurtdns/yurtdns/internal/image"
+)
+
+// kubeadmImages writes an image archive for every image kubeadm expects
+// (`kubeadm config images list`), from the binaries hack/tools built, with
+// the project's own image code; an archive newer than its binary is reused.
+func (c *Cluster) kubeadmImages(kubeadmConfig string) (archives []string, sandbox string, err error) {
+	out, err := exec.Command(c.bin("kubeadm"), "config", "images", "list", "--config", kubeadmConfig).CombinedOutput()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubeadm config images list: %v: %s", err, out)
+	}
+	dir := filepath.Join(c.cacheDir, "images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", err
+	}
+	for _, ref := range strings.Fields(string(out)) {
+		name := path.Base(ref[:strings.LastIndexByte(ref, ':')])
+		spec, err := c.imageSpec(name)
+		if err != nil {
+			return nil, "", fmt.Errorf("image %s: %w", ref, err)
+		}
+		if name == "pause" {
+			sandbox = ref
+		}
+		archive := filepath.Join(dir, name+".oci.tar")
+		archives = append(archives, archive)
+		if newer(archive, spec.Binary) {
+			continue
+		}
+		img, err := image.Build(spec)
+		if err == nil {
+			err = image.WriteOCIArchive(archive, ref, img)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("image %s: %w", ref, err)
+		}
+	}
+	return archives, sandbox, nil
+}
+
+func newer(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && sa.ModTime().After(sb.ModTime())
+}
+
+// imageSpec is the image of one kubeadm component: its binary where the
+// upstream image has it, run as root like the upstream images.
+func (c *Cluster) imageSpec(name string) (image.Spec, error) {
+	spec := image.Spec{User: "0:0", CACertificates: "/etc/ssl/certs/ca-certificates.crt"}
+	switch name {
+	case "kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd":
+		spec.Binary, spec.Entrypoint = c.bin(name), "/usr/local/bin/"+name
+	case "kube-proxy":
+		spec.Binary, spec.Entrypoint = c.bin(name), "/usr/local/bin/"+name
+		files, err := iptablesFiles()
+		if err != nil {
+			return spec, err
+		}
+		spec.Files = files
+	case "pause":
+		spec.Binary, spec.Entrypoint = c.bin(name), "/pause"
+		spec.User = "65535:65535"
+	case "coredns":
+		// As upstream's image: non-root, the binary may bind port 53.
+		spec.Binary, spec.Entrypoint = c.bin(name), "/coredns"
+		spec.User, spec.BindLowPorts = image.NonRoot, true
+	default:
+		return spec, fmt.Errorf("no binary for it")
+	}
+	return spec, nil
+}
+
+// iptablesFiles are Debian's iptables (nft and legacy) and conntrack with
+// every library they and the xtables extensions load: kube-proxy's iptables
+// mode runs them, and the upstream image carries them the same way.
+func iptablesFiles() ([]image.File, error) {
+	var files []image.File
+	add := func(bin string) error {
+		files = append(files, image.File{Path: bin, Source: bin})
+		libs, err := sharedLibraries(bin)
+		for _, l := range libs {
+			files = append(files, image.File{Path: l, Source: l})
+		}
+		return err
+	}
+	for _, b := range []string{"/usr/sbin/xtables-nft-multi", "/usr/sbin/xtables-legacy-multi", "/usr/sbin/conntrack"} {
+		if err := add(b); err != nil {
+			return nil, fmt.Errorf("%v (kube-proxy's image needs Debian's iptables and conntrack)", err)
+		}
+	}
+	exts, _ := filepath.Glob("/usr/lib/x86_64-linux-gnu/xtables/*.so")
+	for _, e := range exts {
+		if err := add(e); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+		nft, legacy := strings.Replace(t, "tables", "tables-nft", 1), strings.Replace(t, "tables", "tables-legacy", 1)
+		files = append(files,
+			image.File{Path: "/usr/sbin/" + t, Link: "xtables-nft-multi"},
+			image.File{Path: "/usr/sbin/" + nft, Link: "xtables-nft-multi"},
+			image.File{Path: "/usr/sbin/" + legacy, Link: "xtables-legacy-multi"})
+	}
+	return files, nil
+}
+
+var lddPath = regexp.MustCompile(`(/\S+) \(0x`)
+
+// sharedLibraries lists the libraries ldd resolves for a binary.
+func sharedLibraries(bin string) ([]string, error) {
+	out, err := exec.Command("ldd", bin).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("ldd %s: %v: %s", bin, err, out)
+	}
+	var libs []string
+	for _, m := range lddPath.FindAllStringSubmatch(string(out), -1) {
+		libs = append(libs, m[1])
+	}
+	return libs, nil
+}

@@ -1,0 +1,124 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// bootstrapToken lets worker nodes join; the cluster exists for one test run
+// on an isolated network.
+const bootstrapToken = "yurtdn.0123456789abcdef"
+
+const kubeadmInit = `apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+bootstrapTokens:
+- token: "{{token}}"
+localAPIEndpoint:
+  advertiseAddress: {{ip}}
+  bindPort: 6443
+nodeRegistration:
+{{registration}}
+patches:
+  directory: {{patches}}
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+kubernetesVersion: {{version}}
+clusterName: yurtdns-test
+controlPlaneEndpoint: {{ip}}:6443
+imageRepository: registry.k8s.io
+dns:
+  imageTag: v1.15.0
+networking:
+  podSubnet: {{podCIDR}}
+  serviceSubnet: {{serviceCIDR}}
+  dnsDomain: cluster.local
+apiServer:
+  certSANs: [{{ip}}, {{name}}, 127.0.0.1]
+---
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+# The machine mounts cgroup v1.
+failCgroupV1: false
+failSwapOn: false
+resolvConf: /etc/resolv.conf
+imageGCHighThresholdPercent: 100
+evictionHard:
+  memory.available: "100Mi"
+  nodefs.available: "1%"
+  imagefs.available: "1%"
+---
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: {{podCIDR}}
+# nf_conntrack_max and the TCP timeouts are machine-wide: leave them alone.
+conntrack:
+  maxPerCore: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+`
+
+const kubeadmJoin = `apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: {{masterIP}}:6443
+    token: "{{token}}"
+    unsafeSkipCAVerification: true
+nodeRegistration:
+{{registration}}
+patches:
+  directory: {{patches}}
+`
+
+const nodeRegistration = `  name: {{name}}
+  criSocket: unix:///run/containerd/containerd.sock
+  imagePullPolicy: Never
+  # cgroups v1 support is deprecated: the one hard preflight error here.
+  ignorePreflightErrors: [SystemVerification]
+  taints: []
+  kubeletExtraArgs:
+  - name: node-ip
+    value: {{ip}}
+{{labels}}`
+
+// kubeadmConfig writes node's kubeadm configuration (init for the first
+// node, join for the others) and its kubelet patch, and returns its path.
+func (c *Cluster) kubeadmConfig(n *Node) (string, error) {
+	patches := filepath.Join(n.dir, "patches")
+	if err := os.MkdirAll(patches, 0o755); err != nil {
+		return "", err
+	}
+	// One cgroupRoot per node: two kubelets sharing one would remove each
+	// other's pod cgroups as orphans.
+	patch := fmt.Sprintf("cgroupRoot: /%s\n", n.cgroupName())
+	if err := os.WriteFile(filepath.Join(patches, "kubeletconfiguration+merge.yaml"), []byte(patch), 0o644); err != nil {
+		return "", err
+	}
+	labels := ""
+	if n.Edge {
+		labels = "  - name: node-labels\n    value: openyurt.io/is-edge-worker=true\n"
+	}
+	tmpl := kubeadmJoin
+	if n == c.Nodes[0] {
+		tmpl = kubeadmInit
+	}
+	text := strings.NewReplacer("{{registration}}", nodeRegistration).Replace(tmpl)
+	text = strings.NewReplacer(
+		"{{token}}", bootstrapToken,
+		"{{ip}}", n.IP,
+		"{{name}}", n.Name,
+		"{{labels}}", labels,
+		"{{patches}}", patches,
+		"{{version}}", KubernetesVersion,
+		"{{podCIDR}}", podCIDR,
+		"{{serviceCIDR}}", serviceCIDR,
+		"{{masterIP}}", c.Nodes[0].IP,
+	).Replace(text)
+	path := filepath.Join(n.dir, "kubeadm.yaml")
+	return path, os.WriteFile(path, []byte(text), 0o644)
+}

@@ -1,0 +1,320 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+//go:embed nodens.sh
+var nodeNamespaceScript string
+
+// Node is one machine of the cluster: a network and a mount namespace with
+// its own containerd and kubelet.
+type Node struct {
+	Name    string
+	IP      string
+	PodCIDR string
+	// Edge nodes carry openyurt.io/is-edge-worker=true.
+	Edge bool
+
+	c      *Cluster
+	short  string // for interface names (15 bytes at most)
+	netns  string
+	dir    string
+	anchor *process
+
+	kubeletMu   sync.Mutex
+	kubeletStop chan struct{}
+	kubeletDone chan struct{}
+}
+
+// cgroupName is the node's kubelet cgroupRoot, one per node so the two
+// kubelets never manage each other's pods.
+func (n *Node) cgroupName() string { return "yurtdns-" + n.Name }
+
+// startAnchor makes the node's mount namespace (see nodens.sh).
+func (n *Node) startAnchor() error {
+	script := filepath.Join(n.c.dir, "nodens.sh")
+	if err := os.WriteFile(script, []byte(nodeNamespaceScript), 0o755); err != nil {
+		return err
+	}
+	cmd := exec.Command("ip", "netns", "exec", n.netns, "bash", script, n.dir, n.Name, n.IP)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	logf, err := n.logFile("anchor")
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = logf
+	p, err := n.c.start("anchor-"+n.Name, cmd)
+	if err != nil {
+		return err
+	}
+	n.anchor = p
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err == nil && strings.TrimSpace(line) != "ready" {
+			err = fmt.Errorf("unexpected %q", line)
+		}
+		ready <- err
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			return fmt.Errorf("node %s namespace: %v (see %s)", n.Name, err, logf.Name())
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("node %s namespace not ready after 30s (see %s)", n.Name, logf.Name())
+	}
+}
+
+func (n *Node) logFile(name string) (*os.File, error) {
+	return os.OpenFile(filepath.Join(n.dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
+// Command runs name inside the node: its network and mount namespaces, as a
+// process of the node would see the machine.
+// The Kubernetes binaries come first on its PATH (kubeadm runs kubelet --version).
+func (n *Node) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"-t", strconv.Itoa(n.anchor.pid), "-m", "-n", "--", name}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+n.c.binDir+":"+os.Getenv("PATH"))
+	return cmd
+}
+
+// Run runs name inside the node and returns its combined output.
+func (n *Node) Run(ctx context.Context, name string, args ...string) (string, error) {
+	out, err := n.Command(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s on %s: %v: %s", name, n.Name, err, out)
+	}
+	return string(out), nil
+}
+
+// NetCommand runs name in the node's network namespace only: the machine's
+// own files (dig and the like) with the node's network view.
+func (n *Node) NetCommand(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.netns, name}, args...)...)
+}
+
+// startDaemon starts a long-running program inside the node, logging to
+// the node directory, recorded by PID.
+func (n *Node) startDaemon(name string, args ...string) (*process, error) {
+	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(n.anchor.pid), "-m", "-n", "--"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logf, err := n.logFile(name)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	return n.c.start(name+"-"+n.Name, cmd)
+}
+
+const containerdConfig = `version = 2
+root = "%[1]s/containerd/root"
+state = "%[1]s/containerd/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp"]
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "%[2]s"
+  netns_mounts_under_state_dir = true
+  enable_selinux = false
+  # This sandbox may not lower a process's OOM score: without this every pod
+  # sandbox fails in runc ("can't get final child's PID from pipe").
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    discard_unpacked_layers = false
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "/etc/cni/net.d"
+    max_conf_num = 1
+`
+
+const cniConfig = `{
+  "cniVersion": "1.0.0",
+  "name": "yurtdns",
+  "plugins": [
+    {
+      "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": "%s"}]], "routes": [{"dst": "0.0.0.0/0"}]}
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`
+
+// stubResolverCorefile is the node's upstream resolver (its resolv.conf
+// names it): NXDOMAIN for every name, so nothing is forwarded off the machine.
+const stubResolverCorefile = `.:53 {
+    bind %s
+    template ANY ANY {
+        rcode NXDOMAIN
+    }
+}
+`
+
+// startRuntime starts the node's stub resolver and containerd, and imports
+// the images.
+func (n *Node) startRuntime(images []string, sandboxImage string) error {
+	corefile := filepath.Join(n.dir, "stub-resolver.Corefile")
+	if err := os.WriteFile(corefile, []byte(fmt.Sprintf(stubResolverCorefile, n.IP)), 0o644); err != nil {
+		return err
+	}
+	if _, err := n.startDaemon("stub-resolver", n.c.bin("coredns"), "-conf", corefile); err != nil {
+		return err
+	}
+	cniDir := filepath.Join(n.dir, "state", "etc_cni_net.d")
+	if err := os.MkdirAll(cniDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cniDir, "10-yurtdns.conflist"), []byte(fmt.Sprintf(cniConfig, n.PodCIDR)), 0o644); err != nil {
+		return err
+	}
+	config := filepath.Join(n.dir, "containerd.toml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(containerdConfig, n.dir, sandboxImage)), 0o644); err != nil {
+		return err
+	}
+	if _, err := n.startDaemon("containerd", "containerd", "--config", config); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		if _, err := n.Run(ctx, "ctr", "version"); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("containerd on %s not answering after 30s (see %s)", n.Name, filepath.Join(n.dir, "containerd.log"))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return n.ImportImages(images...)
+}
+
+// ImportImages imports image archives into the node's containerd exactly as
+// the README tells a user: ctr -n k8s.io images import.
+func (n *Node) ImportImages(archives ...string) error {
+	for _, a := range archives {
+		if _, err := n.Run(context.Background(), "ctr", "-n", "k8s.io", "images", "import", a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartKubelet plays systemd's part for the node's kubelet: it starts the
+// kubelet once kubeadm has written its configuration, with the flags kubeadm
+// wrote, and restarts it when it exits, until StopKubelet.
+func (n *Node) StartKubelet() {
+	n.kubeletMu.Lock()
+	defer n.kubeletMu.Unlock()
+	if n.kubeletStop != nil {
+		return
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	n.kubeletStop, n.kubeletDone = stop, done
+	go func() {
+		defer close(done)
+		for {
+			if p, err := n.startKubeletOnce(); err == nil {
+				select {
+				case <-p.exited:
+				case <-stop:
+					p.stop(15 * time.Second)
+					return
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// StopKubelet stops the kubelet (the node goes NotReady; its pods keep
+// running, as on a machine whose kubelet died).
+func (n *Node) StopKubelet() {
+	n.kubeletMu.Lock()
+	defer n.kubeletMu.Unlock()
+	if n.kubeletStop == nil {
+		return
+	}
+	close(n.kubeletStop)
+	<-n.kubeletDone
+	n.kubeletStop, n.kubeletDone = nil, nil
+}
+
+var errNoKubeletConfig = errors.New("kubeadm has not written the kubelet configuration yet")
+
+func (n *Node) startKubeletOnce() (*process, error) {
+	state := filepath.Join(n.dir, "state", "var_lib_kubelet")
+	if _, err := os.Stat(filepath.Join(state, "config.yaml")); err != nil {
+		return nil, errNoKubeletConfig
+	}
+	env, err := os.ReadFile(filepath.Join(state, "kubeadm-flags.env"))
+	if err != nil {
+		return nil, errNoKubeletConfig
+	}
+	args := []string{n.c.bin("kubelet"), "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf",
+		"--kubeconfig=/etc/kubernetes/kubelet.conf", "--config=/var/lib/kubelet/config.yaml"}
+	args = append(args, kubeadmFlags(string(env))...)
+	return n.startDaemon("kubelet", args...)
+}
+
+// kubeadmFlags reads KUBELET_KUBEADM_ARGS="..." from kubeadm-flags.env.
+func kubeadmFlags(env string) []string {
+	for _, line := range strings.Split(env, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "KUBELET_KUBEADM_ARGS="); ok {
+			return strings.Fields(strings.Trim(v, `"`))
+		}
+	}
+	return nil
+}
+
+// StateDir is where the node's dir (etc/kubernetes, var/lib/kubelet, ...)
+// lives on the machine.
+func (n *Node) StateDir(dir string) string {
+	return filepath.Join(n.dir, "state", strings.ReplaceAll(strings.Trim(dir, "/"), "/", "_"))
+}
+
+// ContainerPID finds the process of a hostNetwork container (a static pod's)
+// on the node by its program name.
+func (n *Node) ContainerPID(program string) (int, error) {
+	for _, pid := range pidsInNetns(n.netns) {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		if filepath.Base(argv0) == program {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s process on %s", program, n.Name)
+}
