@@ -12,6 +12,8 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/fall"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The records ConfigMap as the sync writes it: edge nodes at the tunnel
@@ -28,17 +30,28 @@ const recordsText = "10.96.0.9\tedge-1\n" +
 // tunnelAt is the tunnel for records rendered for 10.96.0.9 (as the sync
 // annotates them) under a Service whose ClusterIPs are now current.
 func tunnelAt(current ...string) tunnel {
-	return tunnelFor("10.96.0.9", current...)
+	return newTunnel([]netip.Addr{netip.MustParseAddr("10.96.0.9")}, tunnelnodes.ServiceClusterIPs(tunnelService(current...)))
 }
 
-// tunnelFor is the tunnel for records annotated with annotation under a
-// Service whose ClusterIPs are current (none: absent or headless).
-func tunnelFor(annotation string, current ...string) tunnel {
-	var addrs []netip.Addr
-	for _, s := range current {
-		addrs = append(addrs, netip.MustParseAddr(s))
+// tunnelService is the tunnel Service with clusterIPs; nil (absent) without.
+func tunnelService(clusterIPs ...string) *corev1.Service {
+	if len(clusterIPs) == 0 {
+		return nil
 	}
-	return newTunnel(tunnelnodes.ParseClusterIPs(annotation), addrs)
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: tunnelnodes.ServiceName},
+		Spec:       corev1.ServiceSpec{ClusterIP: clusterIPs[0], ClusterIPs: clusterIPs},
+	}
+}
+
+// annotatedCM is a records ConfigMap as the sync writes it: text rendered
+// for the tunnel ClusterIPs ips ("": no annotation, as upstream writes it).
+func annotatedCM(text, ips string) *corev1.ConfigMap {
+	cm := recordsCM(text)
+	if ips != "" {
+		cm.Annotations = map[string]string{tunnelnodes.TunnelClusterIPsAnnotation: ips}
+	}
+	return cm
 }
 
 func newTestPlugin(text string, tun tunnel, f fall.F) *YurtHosts {
@@ -47,7 +60,7 @@ func newTestPlugin(text string, tun tunnel, f fall.F) *YurtHosts {
 	y.Fall = f
 	y.Next = test.NextHandler(dns.RcodeRefused, nil) // marks "handed to the next plugin"
 	entries, _ := tunnelnodes.ParseHosts(text)
-	y.records.Store(buildRecords(entries, tun))
+	y.records.Store(newRecords(entries, tun))
 	return y
 }
 
@@ -181,9 +194,10 @@ func TestTunnelRemap(t *testing.T) {
 }
 
 // TestStatelessTunnelRemap: which entries are tunnel entries follows from the
-// ConfigMap's tunnel-cluster-ips annotation and the Service as they are now,
-// so a replica started at any moment answers like every other. Tunnel
-// addresses, annotated or current, always go to the next plugin in reverse.
+// ConfigMap's tunnel-cluster-ips annotation and the Service as they are now
+// (buildRecords of the two objects), so a replica started at any moment
+// answers like every other. Tunnel addresses, annotated or current, always
+// go to the next plugin in reverse.
 func TestStatelessTunnelRemap(t *testing.T) {
 	const (
 		ptrOld = "9.0.96.10.in-addr.arpa."
@@ -195,40 +209,43 @@ func TestStatelessTunnelRemap(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		tun   tunnel
+		cm    *corev1.ConfigMap
+		svc   *corev1.Service
 		cases []test.Case
 	}{
-		{"annotated old ClusterIP, Service recreated", tunnelFor("10.96.0.9", "10.96.5.5"), []test.Case{
+		{"annotated old ClusterIP, Service recreated", annotatedCM(recordsText, "10.96.0.9"), tunnelService("10.96.5.5"), []test.Case{
 			{Qname: "edge-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-1. 5 IN A 10.96.5.5")}},
 			{Qname: "edge-node-1.", Qtype: dns.TypeAAAA},
 			{Qname: "master-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("master-1. 5 IN A 192.168.0.2")}},
 			next(ptrOld), next(ptrNew),
 		}},
-		{"annotated old dual-stack ClusterIPs, recreated dual-stack", tunnelFor("10.96.0.9,fd00:10:96::9", "10.96.5.5", "fd00:10:96::5"), []test.Case{
+		{"annotated old dual-stack ClusterIPs, recreated dual-stack", annotatedCM(recordsText, "10.96.0.9,fd00:10:96::9"), tunnelService("10.96.5.5", "fd00:10:96::5"), []test.Case{
 			{Qname: "edge-2.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-2. 5 IN A 10.96.5.5")}},
 			{Qname: "edge-2.", Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA("edge-2. 5 IN AAAA fd00:10:96::5")}},
 			next(ptrOld), next(ptrNew), next(ptrV6),
 		}},
-		{"bad annotation entries ignored", tunnelFor(" junk ,, 10.96.0.9 ,fe80::1%eth0", "10.96.5.5"), []test.Case{
+		{"bad annotation entries ignored", annotatedCM(recordsText, " junk ,, 10.96.0.9 ,fe80::1%eth0"), tunnelService("10.96.5.5"), []test.Case{
 			{Qname: "edge-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-1. 5 IN A 10.96.5.5")}},
 			next(ptrOld),
 		}},
-		{"upstream records (no annotation) at the current ClusterIP", tunnelFor("", "10.96.0.9", "fd00:10:96::9"), []test.Case{
+		{"upstream records (no annotation) at the current ClusterIP", annotatedCM(recordsText, ""), tunnelService("10.96.0.9", "fd00:10:96::9"), []test.Case{
 			{Qname: "edge-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-1. 5 IN A 10.96.0.9")}},
 			{Qname: "edge-1.", Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA("edge-1. 5 IN AAAA fd00:10:96::9")}},
 			next(ptrOld),
 		}},
-		{"upstream records (no annotation), Service recreated: as written", tunnelFor("", "10.96.5.5"), []test.Case{
+		{"upstream records (no annotation), Service recreated: as written", annotatedCM(recordsText, ""), tunnelService("10.96.5.5"), []test.Case{
 			{Qname: "edge-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-1. 5 IN A 10.96.0.9")}},
 		}},
-		{"annotated, Service absent: as written", tunnelFor("10.96.0.9"), []test.Case{
+		{"annotated, Service absent: as written", annotatedCM(recordsText, "10.96.0.9"), nil, []test.Case{
 			{Qname: "edge-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-1. 5 IN A 10.96.0.9")}},
 			next(ptrOld),
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			y := newTestPlugin(recordsText, tc.tun, fall.Zero)
+			y := newTestPlugin("", tunnel{}, fall.Zero)
+			recs, _ := buildRecords(tc.cm, tunnelnodes.ConfigMapKey, tc.svc)
+			y.records.Store(recs)
 			for _, c := range tc.cases {
 				rcode, m := serve(t, y, c)
 				if c.Rcode == dns.RcodeRefused {
@@ -253,7 +270,7 @@ func TestBuildRecordsDeduplicates(t *testing.T) {
 	entries, _ := tunnelnodes.ParseHosts("10.0.0.1 a a\n10.0.0.1 a\n10.0.0.2 a\n10.96.0.9 e\n10.96.0.8 e")
 	// Both tunnel addresses (old and current) collapse to the current one.
 	tun := tunnelAt("10.96.0.8")
-	r := buildRecords(entries, tun)
+	r := newRecords(entries, tun)
 	if got := fmt.Sprint(r.hosts["a."].v4); got != "[10.0.0.1 10.0.0.2]" {
 		t.Errorf("a. = %s", got)
 	}

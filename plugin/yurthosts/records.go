@@ -8,6 +8,7 @@ import (
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // records is an immutable snapshot of everything yurthosts answers. It is
@@ -52,12 +53,29 @@ func (t tunnel) present() bool { return t.v4.IsValid() || t.v6.IsValid() }
 
 func (t tunnel) isTunnelIP(a netip.Addr) bool { return slices.Contains(t.addrs, a) }
 
-// buildRecords computes the snapshot. An entry whose address is a tunnel
-// ClusterIP (annotated or current) answers the Service's current ClusterIP of each
-// family and is never answered in reverse: that address is shared by every
-// edge node. With the Service absent, entries are served as written.
+// buildRecords computes the snapshot from the records ConfigMap (its text
+// under key and its TunnelClusterIPsAnnotation) and the tunnel Service, each
+// nil when absent. It depends on nothing else, so every replica that sees
+// the same two objects answers the same. Lines and names of the text that
+// cannot be used are returned in skipped.
+func buildRecords(cm *corev1.ConfigMap, key string, svc *corev1.Service) (*records, []tunnelnodes.LineError) {
+	var text, annotated string
+	if cm != nil {
+		text = cm.Data[key]
+		annotated = cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation]
+	}
+	entries, skipped := tunnelnodes.ParseHosts(text)
+	tun := newTunnel(tunnelnodes.ParseClusterIPs(annotated), tunnelnodes.ServiceClusterIPs(svc))
+	return newRecords(entries, tun), skipped
+}
+
+// newRecords computes the snapshot of entries. An entry whose address is a
+// tunnel ClusterIP (annotated or current) answers the Service's current
+// ClusterIP of each family and is never answered in reverse: that address is
+// shared by every edge node. With the Service absent, entries are served as
+// written.
 // Addresses keep the order of the entries; repeats are dropped.
-func buildRecords(entries []tunnelnodes.HostEntry, tun tunnel) *records {
+func newRecords(entries []tunnelnodes.HostEntry, tun tunnel) *records {
 	r := &records{
 		hosts:   make(map[string]addrs, len(entries)),
 		reverse: make(map[string][]string),

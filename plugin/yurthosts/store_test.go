@@ -22,9 +22,8 @@ func TestWatcherOnFakeClientset(t *testing.T) {
 	const ns = "fake"
 	src := source{configMapNamespace: ns, configMapName: "records", configMapKey: tunnelnodes.ConfigMapKey,
 		serviceNamespace: ns, serviceName: "tunnel"}
-	cm := recordsCM("10.96.0.9\tedge-1\n192.168.0.2\tmaster-1")
-	cm.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "records",
-		Annotations: map[string]string{tunnelnodes.TunnelClusterIPsAnnotation: "10.96.0.9"}}
+	cm := annotatedCM("10.96.0.9\tedge-1\n192.168.0.2\tmaster-1", "10.96.0.9")
+	cm.Namespace, cm.Name = ns, "records"
 	svc := func(ip string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tunnel"},
 			Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}}}

@@ -1,7 +1,6 @@
 package yurthosts
 
 import (
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,11 +27,11 @@ type watcher struct {
 	running    sync.WaitGroup
 	synced     atomic.Bool
 
-	// Owned by the rebuild loop.
-	text, annotated string
-	entries         []tunnelnodes.HostEntry
-	// tunnelIPs are the ClusterIPs the served entries were rendered for.
-	tunnelIPs   []netip.Addr
+	// Owned by the rebuild loop: the last records text seen, the last
+	// ConfigMap whose text was within the size limit, and the last trigger
+	// time observed.
+	text        string
+	accepted    *corev1.ConfigMap
 	lastTrigger string
 }
 
@@ -119,8 +118,7 @@ func (w *watcher) rebuild() {
 	// notification rebuilds again).
 	listed := w.listed()
 	cm := w.configMaps.object()
-	w.updateEntries(cm)
-	recs := buildRecords(w.entries, w.tunnel())
+	recs := w.build(cm, w.services.object())
 	w.publish(recs)
 
 	now := time.Now()
@@ -150,50 +148,40 @@ func (w *watcher) observeProgramming(trigger string, now time.Time, wasSynced bo
 	programmingDuration.WithLabelValues(w.src.configMapRef()).Observe(now.Sub(t).Seconds())
 }
 
-// updateEntries parses the ConfigMap text and its tunnel ClusterIPs
-// annotation when they changed. Skipped lines are counted and logged once per
-// content; an oversized value is rejected whole and the previous records
-// stay, with the annotation they came with.
-func (w *watcher) updateEntries(cm *corev1.ConfigMap) {
-	var text, annotated string
+// build computes the records from the objects. A text over the size limit
+// is rejected whole, with its annotation: the last accepted ConfigMap is
+// served instead. Rejections and skipped lines are counted and logged once
+// per content.
+func (w *watcher) build(cm *corev1.ConfigMap, svc *corev1.Service) *records {
+	ref := w.src.configMapRef()
+	var text string
 	if cm != nil {
 		text = cm.Data[w.src.configMapKey]
-		annotated = cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation]
 	}
-	if text == w.text && annotated == w.annotated {
-		return
+	fresh := text != w.text
+	w.text = text
+	oversized := len(text) > tunnelnodes.MaxHostsBytes
+	if oversized {
+		cm = w.accepted
+	} else {
+		w.accepted = cm
 	}
-	textChanged := text != w.text
-	ref := w.src.configMapRef()
-	w.text, w.annotated = text, annotated
-	if len(text) > tunnelnodes.MaxHostsBytes {
-		if textChanged {
-			parseErrors.WithLabelValues(ref).Inc()
-			log.Errorf("%s key %s is %d bytes, over the %d byte limit: ignored, keeping the previous %d records",
-				ref, w.src.configMapKey, len(text), tunnelnodes.MaxHostsBytes, len(w.entries))
+	recs, skipped := buildRecords(cm, w.src.configMapKey, svc)
+	switch {
+	case !fresh:
+		// Counted and logged when this text was first seen.
+	case oversized:
+		parseErrors.WithLabelValues(ref).Inc()
+		log.Errorf("%s key %s is %d bytes, over the %d byte limit: ignored, keeping the previous %d names",
+			ref, w.src.configMapKey, len(text), tunnelnodes.MaxHostsBytes, len(recs.hosts))
+	case len(skipped) > 0:
+		parseErrors.WithLabelValues(ref).Add(float64(len(skipped)))
+		const shown = 3
+		var first []string
+		for i := 0; i < len(skipped) && i < shown; i++ {
+			first = append(first, skipped[i].Error())
 		}
-		return
+		log.Warningf("%s key %s: skipped %d malformed lines or names (%s)", ref, w.src.configMapKey, len(skipped), strings.Join(first, "; "))
 	}
-	w.tunnelIPs = tunnelnodes.ParseClusterIPs(annotated)
-	if !textChanged {
-		return
-	}
-	entries, skipped := tunnelnodes.ParseHosts(text)
-	w.entries = entries
-	if len(skipped) == 0 {
-		return
-	}
-	parseErrors.WithLabelValues(ref).Add(float64(len(skipped)))
-	const shown = 3
-	var first []string
-	for i := 0; i < len(skipped) && i < shown; i++ {
-		first = append(first, skipped[i].Error())
-	}
-	log.Warningf("%s key %s: skipped %d malformed lines or names (%s)", ref, w.src.configMapKey, len(skipped), strings.Join(first, "; "))
-}
-
-// tunnel reads the Service's current ClusterIPs (none when it is headless
-// or absent) and pairs them with the annotated ones.
-func (w *watcher) tunnel() tunnel {
-	return newTunnel(w.tunnelIPs, tunnelnodes.ServiceClusterIPs(w.services.object()))
+	return recs
 }

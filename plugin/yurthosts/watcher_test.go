@@ -15,73 +15,68 @@ func recordsCM(text string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{Data: map[string]string{tunnelnodes.ConfigMapKey: text}}
 }
 
-// TestUpdateEntriesBadInput: malformed content is counted once per content,
+// TestBuildBadInput: malformed content is counted once per content,
 // and a value over 1 MiB is rejected whole, keeping the last good records.
-func TestUpdateEntriesBadInput(t *testing.T) {
+func TestBuildBadInput(t *testing.T) {
 	w := newWatcher(source{configMapNamespace: "test", configMapName: "bad-input", configMapKey: tunnelnodes.ConfigMapKey}, nil, nil)
 	errs := parseErrors.WithLabelValues("test/bad-input")
 
-	w.updateEntries(recordsCM("10.0.0.1 good\nnot-an-ip x\n10.0.0.2 bad/name"))
-	if len(w.entries) != 1 || testutil.ToFloat64(errs) != 2 {
-		t.Fatalf("entries %v, parse errors %v", w.entries, testutil.ToFloat64(errs))
+	recs := w.build(recordsCM("10.0.0.1 good\nnot-an-ip x\n10.0.0.2 bad/name"), nil)
+	if len(recs.hosts) != 1 || testutil.ToFloat64(errs) != 2 {
+		t.Fatalf("names %v, parse errors %v", recs.hosts, testutil.ToFloat64(errs))
 	}
 	// The same content again (a Service event, a resync) counts nothing more.
-	w.updateEntries(recordsCM("10.0.0.1 good\nnot-an-ip x\n10.0.0.2 bad/name"))
+	w.build(recordsCM("10.0.0.1 good\nnot-an-ip x\n10.0.0.2 bad/name"), nil)
 	if testutil.ToFloat64(errs) != 2 {
 		t.Errorf("parse errors counted twice for one content: %v", testutil.ToFloat64(errs))
 	}
 
 	huge := strings.Repeat("10.0.0.3 n\n", tunnelnodes.MaxHostsBytes/11+1)
-	w.updateEntries(recordsCM(huge))
-	if len(w.entries) != 1 || w.entries[0].Name != "good" {
-		t.Errorf("oversized value replaced the records: %d entries", len(w.entries))
+	recs = w.build(recordsCM(huge), nil)
+	if _, ok := recs.hosts["good."]; len(recs.hosts) != 1 || !ok {
+		t.Errorf("oversized value replaced the records: %d names", len(recs.hosts))
 	}
 	if testutil.ToFloat64(errs) != 3 {
 		t.Errorf("oversized value not counted: %v", testutil.ToFloat64(errs))
 	}
 
 	// Binary garbage is skipped line by line, never a panic.
-	w.updateEntries(recordsCM("\x00\xff\xfe 1.2.3.4\r\n1.2.3.4\x00 x\n10.0.0.4 ok"))
-	if len(w.entries) != 1 || w.entries[0].Name != "ok" {
-		t.Errorf("entries after garbage: %v", w.entries)
+	recs = w.build(recordsCM("\x00\xff\xfe 1.2.3.4\r\n1.2.3.4\x00 x\n10.0.0.4 ok"), nil)
+	if _, ok := recs.hosts["ok."]; len(recs.hosts) != 1 || !ok {
+		t.Errorf("names after garbage: %v", recs.hosts)
 	}
 	// A missing ConfigMap means no records.
-	w.updateEntries(nil)
-	if len(w.entries) != 0 {
-		t.Errorf("entries without a ConfigMap: %v", w.entries)
+	if recs = w.build(nil, nil); len(recs.hosts) != 0 {
+		t.Errorf("names without a ConfigMap: %v", recs.hosts)
 	}
 }
 
-// TestUpdateEntriesAnnotation: the tunnel ClusterIPs annotation is read with
-// the text it describes. A change of the annotation alone is taken without
+// TestBuildAnnotation: the tunnel ClusterIPs annotation is read with the
+// text it describes. A change of the annotation alone is taken without
 // counting the text's parse errors again; an oversized text is rejected
 // together with its annotation.
-func TestUpdateEntriesAnnotation(t *testing.T) {
+func TestBuildAnnotation(t *testing.T) {
 	w := newWatcher(source{configMapNamespace: "test", configMapName: "annotation", configMapKey: tunnelnodes.ConfigMapKey}, nil, nil)
 	errs := parseErrors.WithLabelValues("test/annotation")
-	annotated := func(text, ips string) *corev1.ConfigMap {
-		cm := recordsCM(text)
-		cm.Annotations = map[string]string{tunnelnodes.TunnelClusterIPsAnnotation: ips}
-		return cm
-	}
+	svc := tunnelService("10.96.5.5")
+	edge := func(recs *records) string { return fmt.Sprint(recs.hosts["edge-1."].v4) }
 	const text = "10.96.0.9 edge-1\nnot-an-ip x"
 
-	w.updateEntries(annotated(text, "10.96.0.9"))
-	if fmt.Sprint(w.tunnelIPs) != "[10.96.0.9]" || testutil.ToFloat64(errs) != 1 {
-		t.Fatalf("tunnel IPs %v, parse errors %v", w.tunnelIPs, testutil.ToFloat64(errs))
+	if recs := w.build(annotatedCM(text, "10.96.0.9"), svc); edge(recs) != "[10.96.5.5]" || testutil.ToFloat64(errs) != 1 {
+		t.Fatalf("edge-1 %s, parse errors %v", edge(recs), testutil.ToFloat64(errs))
 	}
-	w.updateEntries(annotated(text, "10.96.0.9,fd00:10:96::9"))
-	if fmt.Sprint(w.tunnelIPs) != "[10.96.0.9 fd00:10:96::9]" || testutil.ToFloat64(errs) != 1 {
-		t.Errorf("annotation change: tunnel IPs %v, parse errors %v", w.tunnelIPs, testutil.ToFloat64(errs))
+	// Annotated for another ClusterIP: 10.96.0.9 is no tunnel address now.
+	if recs := w.build(annotatedCM(text, "10.96.0.7"), svc); edge(recs) != "[10.96.0.9]" || testutil.ToFloat64(errs) != 1 {
+		t.Errorf("annotation change: edge-1 %s, parse errors %v", edge(recs), testutil.ToFloat64(errs))
 	}
+	w.build(annotatedCM(text, "10.96.0.9"), svc)
 	huge := strings.Repeat("10.96.0.7 n\n", tunnelnodes.MaxHostsBytes/12+1)
-	w.updateEntries(annotated(huge, "10.96.0.7"))
-	if fmt.Sprint(w.tunnelIPs) != "[10.96.0.9 fd00:10:96::9]" || len(w.entries) != 1 {
-		t.Errorf("oversized text: tunnel IPs %v, %d entries", w.tunnelIPs, len(w.entries))
+	if recs := w.build(annotatedCM(huge, "10.96.0.7"), svc); edge(recs) != "[10.96.5.5]" || len(recs.hosts) != 1 {
+		t.Errorf("oversized text: edge-1 %s, %d names", edge(recs), len(recs.hosts))
 	}
-	// Records without the annotation (upstream's controllers) have none.
-	w.updateEntries(recordsCM(text))
-	if len(w.tunnelIPs) != 0 {
-		t.Errorf("no annotation: tunnel IPs %v", w.tunnelIPs)
+	// Records without the annotation (upstream's controllers) are served as
+	// written unless they hold the current ClusterIP.
+	if recs := w.build(recordsCM(text), svc); edge(recs) != "[10.96.0.9]" {
+		t.Errorf("no annotation: edge-1 %s", edge(recs))
 	}
 }
