@@ -42,21 +42,33 @@ $(TOOLS_STAMP): hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go hack
 		-o $(K8S_BIN)/coredns github.com/coredns/coredns
 	touch $@
 
-## deps: dig and dnsperf from Debian, when missing.
+## deps: dig and dnsperf, and for the kubeadm cluster containerd, runc, the CNI plugins,
+## iptables and conntrack, from Debian, when missing.
 deps:
 	@missing=""; \
 	command -v dig >/dev/null || missing="$$missing bind9-dnsutils"; \
 	command -v dnsperf >/dev/null || missing="$$missing dnsperf"; \
+	command -v containerd >/dev/null || missing="$$missing containerd"; \
+	command -v runc >/dev/null || missing="$$missing runc"; \
+	[ -x /usr/lib/cni/bridge ] || missing="$$missing containernetworking-plugins"; \
+	[ -x /usr/sbin/xtables-nft-multi ] || missing="$$missing iptables"; \
+	command -v conntrack >/dev/null || missing="$$missing conntrack"; \
+	command -v nsenter >/dev/null || missing="$$missing util-linux"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		$(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
 	fi
 
 ## test: vet, unit + integration + e2e tests with -race (every fuzz test's seed and regression
-## corpus in testdata/fuzz runs as a test), then each fuzz target fuzzes for TEST_FUZZTIME.
-test: deps test-tools
+## corpus in testdata/fuzz runs as a test); then, alone on the machine's cores, the tests on the
+## real two-node kubeadm cluster (test/cluster, test/realcluster; root); then each fuzz target
+## fuzzes for TEST_FUZZTIME.
+CLUSTER_PKGS := ./test/cluster ./test/realcluster
+test: deps test-tools image
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /test/cluster -e /test/realcluster)
+	$(GO) test -race -count=1 -p 1 -timeout 30m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; exit $${PIPESTATUS[0]}
 	hack/fuzz.sh $(TEST_FUZZTIME)
 
 ## fuzz: every Go fuzz test for FUZZTIME each (default 1m; FUZZTIME=10m for a soak).

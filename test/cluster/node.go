@@ -318,3 +318,19 @@ func (n *Node) ContainerPID(program string) (int, error) {
 	}
 	return 0, fmt.Errorf("no %s process on %s", program, n.Name)
 }
+
+// ProcessOfContainer finds a container's process on the node: runc puts it
+// in a cgroup named after the container ID, under the kubelet's cgroupRoot.
+func (n *Node) ProcessOfContainer(id string) (int, error) {
+	var found []int
+	filepath.WalkDir(filepath.Join("/sys/fs/cgroup/pids", n.cgroupName()), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && filepath.Base(p) == id {
+			found = pidsInCgroup(p)
+		}
+		return nil
+	})
+	if len(found) == 0 {
+		return 0, fmt.Errorf("no process of container %s on %s", id, n.Name)
+	}
+	return found[0], nil
+}

@@ -1,0 +1,263 @@
+package realcluster
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/test/cluster"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+// runSync runs tunnel-nodes-sync with the admin kubeconfig, as a user on a
+// laptop would, and returns its output.
+func runSync(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(syncBin, append(args, "--kubeconfig", kc.Kubeconfig)...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("tunnel-nodes-sync %s:\n%s", strings.Join(args, " "), out)
+	return string(out), err
+}
+
+// dnsProbe asks the kube-dns Service from every node every 100 ms, as the
+// pods of a cluster do, and counts the answers that failed.
+type dnsProbe struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	total    int
+	failures []string
+}
+
+const probeName = "kubernetes.default.svc.cluster.local"
+
+func startDNSProbe(nodes []*cluster.Node) *dnsProbe {
+	p := &dnsProbe{stop: make(chan struct{})}
+	for _, n := range nodes {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-p.stop:
+					return
+				case <-tick.C:
+				}
+				r, err := n.Dig(context.Background(), cluster.KubeDNSIP(), probeName, "A")
+				failure := ""
+				switch {
+				case err != nil:
+					failure = err.Error()
+				case r.Status != "NOERROR" || len(r.Data("A")) == 0:
+					failure = r.Status + " " + strings.Join(r.Data("A"), ",")
+				}
+				p.mu.Lock()
+				p.total++
+				if failure != "" {
+					p.failures = append(p.failures, fmt.Sprintf("%s %s: %s", time.Now().Format("15:04:05.000"), n.Name, firstLine(failure)))
+				}
+				p.mu.Unlock()
+			}
+		}()
+	}
+	return p
+}
+
+// finish stops the probe and fails the test for any failed answer.
+func (p *dnsProbe) finish(t *testing.T, what string) {
+	t.Helper()
+	close(p.stop)
+	p.wg.Wait()
+	t.Logf("%s: %d DNS queries through %s from the nodes, %d failed", what, p.total, cluster.KubeDNSIP(), len(p.failures))
+	if p.total == 0 {
+		t.Errorf("%s: the DNS probe asked nothing", what)
+	}
+	if len(p.failures) > 0 {
+		t.Errorf("%s: %d of %d DNS queries failed; first ones:\n%s", what, len(p.failures), p.total, strings.Join(p.failures[:min(10, len(p.failures))], "\n"))
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// kubeadmState is what kubeadm made that install changes: the objects'
+// contents and the static pod manifests, compared byte for byte after revert.
+func kubeadmState(t *testing.T) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	state := map[string]string{}
+	add := func(key string, v any) {
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state[key] = string(data)
+	}
+	for _, name := range []string{"coredns", "kube-proxy"} {
+		cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		add("configmap/"+name, map[string]any{"data": cm.Data, "labels": cm.Labels, "annotations": cm.Annotations})
+	}
+	svc, err := cs.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("service/kube-dns", map[string]any{"spec": svc.Spec, "labels": svc.Labels, "annotations": svc.Annotations})
+	dep, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("deployment/coredns", map[string]any{"spec": dep.Spec, "labels": dep.Labels})
+	ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("daemonset/kube-proxy", map[string]any{"spec": ds.Spec, "labels": ds.Labels})
+	manifests, _ := filepath.Glob(filepath.Join(kc.Master().StateDir("etc/kubernetes"), "manifests", "*"))
+	for _, m := range manifests {
+		data, err := os.ReadFile(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state["manifest/"+filepath.Base(m)] = fmt.Sprintf("sha256 %x, %d bytes", sha256.Sum256(data), len(data))
+	}
+	return state
+}
+
+func diffState(before, after map[string]string) []string {
+	var keys []string
+	for k := range before {
+		keys = append(keys, k)
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var diffs []string
+	for _, k := range keys {
+		if before[k] != after[k] {
+			diffs = append(diffs, fmt.Sprintf("%s:\n--- before\n%s\n+++ after\n%s", k, before[k], after[k]))
+		}
+	}
+	return diffs
+}
+
+// tunnelService is yurt-tunnel-server's internal Service as its chart makes
+// it (no selector here: yurt-tunnel itself is out of scope).
+func tunnelService() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "x-tunnel-server-internal-svc", Namespace: "kube-system"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "https", Port: 10250, TargetPort: intstr.FromInt32(10263), Protocol: corev1.ProtocolTCP},
+			{Name: "http", Port: 10255, TargetPort: intstr.FromInt32(10264), Protocol: corev1.ProtocolTCP},
+		}},
+	}
+}
+
+func createTunnelService(t *testing.T) *corev1.Service {
+	t.Helper()
+	svc, err := cs.CoreV1().Services("kube-system").Create(context.Background(), tunnelService(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+func deleteTunnelService(t *testing.T) {
+	t.Helper()
+	err := cs.CoreV1().Services("kube-system").Delete(context.Background(), "x-tunnel-server-internal-svc", metav1.DeleteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// apiserverResolver resolves names as the kube-apiserver on master-1 does:
+// in its network namespace, with the nameservers, search list and ndots of
+// the resolv.conf the kubelet gave its container.
+type apiserverResolver struct {
+	node        *cluster.Node
+	nameservers []string
+	search      []string
+	ndots       int
+}
+
+func newAPIServerResolver(t *testing.T) *apiserverResolver {
+	t.Helper()
+	m := kc.Master()
+	pid, err := m.ContainerPID("kube-apiserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r := &apiserverResolver{node: m, ndots: 1}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		switch fields[0] {
+		case "nameserver":
+			r.nameservers = append(r.nameservers, fields[1])
+		case "search":
+			r.search = fields[1:]
+		case "options":
+			for _, o := range fields[1:] {
+				fmt.Sscanf(o, "ndots:%d", &r.ndots)
+			}
+		}
+	}
+	if len(r.nameservers) == 0 {
+		t.Fatalf("the apiserver's resolv.conf names no nameserver")
+	}
+	return r
+}
+
+// lookup returns the A answers for name the way the Go resolver walks the
+// search list (a name with fewer dots than ndots tries the search domains
+// first), and the name that answered.
+func (r *apiserverResolver) lookup(name string) (addrs []string, answeredBy string, err error) {
+	var candidates []string
+	if strings.Count(name, ".") < r.ndots {
+		for _, s := range r.search {
+			candidates = append(candidates, name+"."+s+".")
+		}
+	}
+	candidates = append(candidates, name+".")
+	for _, q := range candidates {
+		res, err := r.node.Dig(context.Background(), r.nameservers[0], q, "A")
+		if err != nil {
+			return nil, "", err
+		}
+		if res.Status == "NOERROR" && len(res.Data("A")) > 0 {
+			return res.Data("A"), q, nil
+		}
+	}
+	return nil, "", fmt.Errorf("%s: no answer for any of %v", name, candidates)
+}

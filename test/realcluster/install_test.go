@@ -1,0 +1,286 @@
+package realcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestInstallAndRevert is the user's path: install --control-plane-jobs from
+// a laptop, DNS answering from every node all along; the image swap running
+// under the real kubelet; node names answered from the apiserver's own view;
+// then revert, leaving kubeadm's objects and manifests as they were.
+func TestInstallAndRevert(t *testing.T) {
+	ctx := context.Background()
+	t.Logf("cluster came up in %s", upTime.Round(100*time.Millisecond))
+	createTunnelService(t)
+	defer deleteTunnelService(t)
+	before := kubeadmState(t)
+
+	probe := startDNSProbe(kc.Nodes)
+	started := time.Now()
+	out, err := runSync(t, "install", "--control-plane-jobs")
+	probe.finish(t, "install")
+	if err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	t.Logf("install took %s", time.Since(started).Round(100*time.Millisecond))
+
+	t.Run("image swap", func(t *testing.T) { checkImageSwap(t) })
+	t.Run("kube-proxy step without yurthub", func(t *testing.T) {
+		if !strings.Contains(out, "[kube-proxy] skipped") || !strings.Contains(out, "yurthub") {
+			t.Errorf("the kube-proxy step on a cluster without yurthub must be skipped with the reason; install said:\n%s", out)
+		}
+		checkKubeProxyHealthy(t)
+	})
+	t.Run("control plane restarted with the new flags", func(t *testing.T) {
+		checkStaticPod(t, "kube-controller-manager", "-nodelifecycle")
+		checkStaticPod(t, "kube-apiserver", "--kubelet-preferred-address-types=Hostname,InternalIP,ExternalIP")
+	})
+	t.Run("node names from the apiserver's view", func(t *testing.T) { checkAPIServerView(t) })
+
+	probe = startDNSProbe(kc.Nodes)
+	_, err = runSync(t, "revert")
+	probe.finish(t, "revert")
+	if err != nil {
+		t.Fatalf("revert: %v", err)
+	}
+	if diffs := diffState(before, kubeadmState(t)); len(diffs) > 0 {
+		t.Errorf("after revert, kubeadm's objects and manifests differ from before install:\n%s", strings.Join(diffs, "\n"))
+	}
+	checkReverted(t, ctx)
+}
+
+// checkImageSwap: make image's coredns-yurt runs as the DaemonSet on both
+// nodes — uid 65532, read-only root, only NET_BIND_SERVICE, in-cluster
+// config — and tunnel-nodes-sync as its Deployment.
+func checkImageSwap(t *testing.T) {
+	ctx := context.Background()
+	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onNode := map[string]bool{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || len(p.OwnerReferences) == 0 || p.OwnerReferences[0].Kind != "DaemonSet" {
+			continue
+		}
+		if !podReady(&p) {
+			t.Errorf("DaemonSet pod %s on %s is not Ready", p.Name, p.Spec.NodeName)
+			continue
+		}
+		onNode[p.Spec.NodeName] = true
+		c := p.Spec.Containers[0]
+		if !strings.HasPrefix(c.Image, "docker.io/yurtdns/coredns-yurt:") {
+			t.Errorf("pod %s runs %s", p.Name, c.Image)
+		}
+		if p.Spec.NodeName != kc.Master().Name {
+			continue // the processes of one node are enough for what follows
+		}
+		pid := containerProcess(t, &p)
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"Uid:\t65532\t65532\t65532\t65532", "CapBnd:\t0000000000000400", "CapEff:\t0000000000000400"} {
+			if !strings.Contains(string(status), want) {
+				t.Errorf("coredns-yurt process %d: want %q in /proc/PID/status:\n%s", pid, want, status)
+			}
+		}
+		mounts, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mounts", pid))
+		if !rootReadOnly(string(mounts)) {
+			t.Errorf("coredns-yurt's root filesystem is not read-only:\n%s", mounts)
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/root/var/run/secrets/kubernetes.io/serviceaccount/token", pid)); err != nil {
+			t.Errorf("coredns-yurt has no in-cluster credentials: %v", err)
+		}
+	}
+	for _, n := range kc.Nodes {
+		if !onNode[n.Name] {
+			t.Errorf("no Ready coredns-yurt DaemonSet pod on %s", n.Name)
+		}
+	}
+	dep, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := dep.Spec.Template.Spec.Containers[0].Image; !strings.HasPrefix(img, "docker.io/yurtdns/tunnel-nodes-sync:") {
+		t.Errorf("tunnel-nodes-sync runs %s", img)
+	}
+	if dep.Status.AvailableReplicas == 0 {
+		t.Errorf("tunnel-nodes-sync: no replica available: %+v", dep.Status)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// containerProcess finds the process of a pod's first container on master-1
+// by the container ID the kubelet reports: runc names the cgroup after it.
+func containerProcess(t *testing.T, p *corev1.Pod) int {
+	t.Helper()
+	if len(p.Status.ContainerStatuses) == 0 {
+		t.Fatalf("pod %s has no container status", p.Name)
+	}
+	_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+	pid, err := kc.Master().ProcessOfContainer(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func rootReadOnly(mounts string) bool {
+	for _, line := range strings.Split(mounts, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[1] == "/" {
+			return strings.HasPrefix(f[3], "ro,") || f[3] == "ro"
+		}
+	}
+	return false
+}
+
+// checkKubeProxyHealthy: every kube-proxy pod Ready, never restarted, and
+// its log free of configuration errors.
+func checkKubeProxyHealthy(t *testing.T) {
+	ctx := context.Background()
+	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != len(kc.Nodes) {
+		t.Errorf("%d kube-proxy pods, want one per node", len(pods.Items))
+	}
+	for _, p := range pods.Items {
+		if !podReady(&p) || p.Status.ContainerStatuses[0].RestartCount > 0 {
+			t.Errorf("kube-proxy %s: ready %v, restarts %d", p.Name, podReady(&p), p.Status.ContainerStatuses[0].RestartCount)
+		}
+		logs, err := kc.Kubectl(ctx, "-n", "kube-system", "logs", p.Name)
+		if err != nil {
+			t.Error(err)
+		}
+		for _, bad := range []string{"invalid configuration", "unknown field", "failed to load", "error loading config"} {
+			if strings.Contains(strings.ToLower(logs), bad) {
+				t.Errorf("kube-proxy %s logs %q:\n%s", p.Name, bad, logs)
+			}
+		}
+	}
+}
+
+// checkStaticPod: the kubelet restarted the component from its patched
+// manifest — its mirror pod shows the flag and is Ready, its process runs
+// with it.
+func checkStaticPod(t *testing.T, component, flag string) {
+	ctx := context.Background()
+	name := component + "-" + kc.Master().Name
+	p, err := cs.CoreV1().Pods("kube-system").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(p.Spec.Containers[0].Command, " "), flag) {
+		t.Errorf("%s's mirror pod lacks %s: %v", name, flag, p.Spec.Containers[0].Command)
+	}
+	if !podReady(p) {
+		t.Errorf("%s is not Ready", name)
+	}
+	pid, err := kc.Master().ContainerPID(component)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if !strings.Contains(string(cmdline), flag) {
+		t.Errorf("the running %s (pid %d) lacks %s", component, pid, flag)
+	}
+}
+
+// checkAPIServerView: from the apiserver's network namespace and resolv.conf
+// (ClusterFirstWithHostNet), worker-1 resolves to the tunnel ClusterIP and
+// master-1 to its InternalIP; a node added and the tunnel Service recreated
+// are answered there within 1 s.
+func checkAPIServerView(t *testing.T) {
+	ctx := context.Background()
+	r := newAPIServerResolver(t)
+	t.Logf("the apiserver's resolver: nameservers %v, search %v, ndots %d", r.nameservers, r.search, r.ndots)
+	if r.nameservers[0] != "10.96.0.10" {
+		t.Errorf("the apiserver resolves through %s, not the kube-dns Service: dnsPolicy ClusterFirstWithHostNet is not live", r.nameservers[0])
+	}
+	svc, err := cs.CoreV1().Services("kube-system").Get(ctx, "x-tunnel-server-internal-svc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := func(name, want string, within time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for {
+			addrs, q, err := r.lookup(name)
+			if err == nil && len(addrs) == 1 && addrs[0] == want {
+				return time.Since(start)
+			}
+			if time.Since(start) > within {
+				t.Errorf("%s from the apiserver's view = %v (asked %s, %v), want %s within %s", name, addrs, q, err, want, within)
+				return time.Since(start)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	expect("worker-1", svc.Spec.ClusterIP, 10*time.Second)
+	expect("master-1", kc.Master().IP, time.Second)
+
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-2", Labels: map[string]string{"openyurt.io/is-edge-worker": "true"}}}
+	node, err = cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.CoreV1().Nodes().Delete(ctx, "worker-2", metav1.DeleteOptions{})
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.12"}, {Type: corev1.NodeHostName, Address: "worker-2"}}
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node worker-2 added: answered from the apiserver's view in %s", expect("worker-2", svc.Spec.ClusterIP, time.Second).Round(time.Millisecond))
+
+	deleteTunnelService(t)
+	recreated := createTunnelService(t)
+	t.Logf("tunnel Service recreated (%s → %s): answered in %s", svc.Spec.ClusterIP, recreated.Spec.ClusterIP,
+		expect("worker-1", recreated.Spec.ClusterIP, time.Second).Round(time.Millisecond))
+}
+
+// checkReverted: the stock Deployment serves, and what install created is gone.
+func checkReverted(t *testing.T, ctx context.Context) {
+	if _, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "coredns", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("DaemonSet coredns after revert: %v", err)
+	}
+	for _, cm := range []string{"coredns-yurt", "yurtdns-install-state"} {
+		if _, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, cm, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("ConfigMap %s after revert: %v", cm, err)
+		}
+	}
+	if _, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Deployment tunnel-nodes-sync after revert: %v", err)
+	}
+	dep, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep.Status.ReadyReplicas != *dep.Spec.Replicas {
+		t.Errorf("Deployment coredns: %d of %d ready", dep.Status.ReadyReplicas, *dep.Spec.Replicas)
+	}
+	for _, n := range kc.Nodes {
+		if err := n.WaitDNS(ctx, probeName, 10*time.Second); err != nil {
+			t.Error(err)
+		}
+	}
+	checkKubeProxyHealthy(t)
+}

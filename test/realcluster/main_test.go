@@ -1,0 +1,74 @@
+// Package realcluster proves install, revert, the image swap and node-name
+// DNS on the real two-node kubeadm cluster of test/cluster: a kubelet runs
+// the pods, kube-proxy programs the Services, the kubelet restarts the
+// patched static pods. The tests share one cluster and run in order; each
+// leaves it as kubeadm made it.
+package realcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/test/cluster"
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+var (
+	kc *cluster.Cluster
+	cs kubernetes.Interface
+	// syncBin is make build's tunnel-nodes-sync: its default image flags name
+	// the images make image wrote for the same version.
+	syncBin string
+	// upTime is how long the cluster took to come up.
+	upTime time.Duration
+)
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Println("realcluster: skipped, the kubeadm cluster needs root")
+		os.Exit(0)
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	bin := filepath.Join(root, "bin")
+	images := []string{filepath.Join(bin, "coredns-yurt.oci.tar"), filepath.Join(bin, "tunnel-nodes-sync.oci.tar")}
+	syncBin = filepath.Join(bin, "tunnel-nodes-sync")
+	for _, f := range append(images, syncBin) {
+		if _, err := os.Stat(f); err != nil {
+			fmt.Printf("realcluster: %v (make test runs make image first)\n", err)
+			return 1
+		}
+	}
+	started := time.Now()
+	kc, err = cluster.Start(context.Background(), cluster.Config{
+		Dir: filepath.Join(bin, "cluster"), Bin: filepath.Join(bin, "k8s"), Images: images, Log: os.Stdout,
+	})
+	if err != nil {
+		fmt.Println("realcluster: starting the kubeadm cluster:", err)
+		return 1
+	}
+	upTime = time.Since(started)
+	defer func() {
+		if err := kc.Stop(); err != nil {
+			fmt.Println("realcluster: tearing the cluster down:", err)
+		}
+	}()
+	if cs, err = kc.Clientset(); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	return m.Run()
+}
