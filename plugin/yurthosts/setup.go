@@ -28,15 +28,15 @@ func setup(c *caddy.Controller) error {
 	if err != nil {
 		return plugin.Error(pluginName, err)
 	}
-	y.watch = newWatcher(y.source, client, y.records.Store)
+	y.watcher = newWatcher(y.source, client, y.records.Store)
 
 	c.OnStartup(func() error {
-		y.watch.start()
-		y.watch.waitForSync(y.startupTimeout)
+		y.watcher.start()
+		y.watcher.waitForSync(y.startupTimeout)
 		return nil
 	})
 	c.OnShutdown(func() error {
-		y.watch.stop()
+		y.watcher.stop()
 		return nil
 	})
 

@@ -22,7 +22,7 @@ type watcher struct {
 
 	configMaps *objectStore[*corev1.ConfigMap]
 	services   *objectStore[*corev1.Service]
-	changed    chan struct{}
+	pending    chan struct{} // a rebuild is due
 	stopCh     chan struct{}
 	running    sync.WaitGroup
 	synced     atomic.Bool
@@ -45,7 +45,7 @@ func (w *watcher) start() {
 	ref := w.src.configMapRef()
 	parseErrors.WithLabelValues(ref).Add(0)
 	entries.WithLabelValues(ref).Add(0)
-	w.changed = make(chan struct{}, 1)
+	w.pending = make(chan struct{}, 1)
 	w.stopCh = make(chan struct{})
 	w.configMaps = newObjectStore(w.client, w.client.CoreV1().ConfigMaps(w.src.configMapNamespace), &corev1.ConfigMap{},
 		w.src.configMapNamespace, w.src.configMapName, w.notify)
@@ -84,16 +84,10 @@ func (w *watcher) stop() {
 
 func (w *watcher) hasSynced() bool { return w.synced.Load() }
 
-// listed reports whether every watch has its first list in (a missing
-// object is known to be missing only then).
-func (w *watcher) listed() bool {
-	return w.configMaps.hasListed() && w.services.hasListed()
-}
-
 // notify asks the loop for a rebuild; bursts coalesce into one.
 func (w *watcher) notify() {
 	select {
-	case w.changed <- struct{}{}:
+	case w.pending <- struct{}{}:
 	default:
 	}
 }
@@ -103,7 +97,7 @@ func (w *watcher) loop() {
 		select {
 		case <-w.stopCh:
 			return
-		case <-w.changed:
+		case <-w.pending:
 			w.rebuild()
 		}
 	}
@@ -113,10 +107,11 @@ func (w *watcher) loop() {
 // (level-triggered: it does not matter which event woke it) and publishes them.
 func (w *watcher) rebuild() {
 	ref := w.src.configMapRef()
-	// Read before the objects: a list landing in between then only makes
-	// this rebuild stale, never marks stale records synced (its own
-	// notification rebuilds again).
-	listed := w.listed()
+	// Whether both stores have their first list (a missing object is known
+	// to be missing only then), read before the objects: a list landing in
+	// between then only makes this rebuild stale, never marks stale records
+	// synced (its own notification rebuilds again).
+	listed := w.configMaps.hasListed() && w.services.hasListed()
 	cm := w.configMaps.object()
 	recs := w.build(cm, w.services.object())
 	w.publish(recs)

@@ -27,7 +27,7 @@ type YurtHosts struct {
 
 	source         source
 	startupTimeout time.Duration
-	watch          *watcher
+	watcher        *watcher
 }
 
 // source names the API objects the records come from and how to reach them.
