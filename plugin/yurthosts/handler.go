@@ -35,6 +35,13 @@ func (y *YurtHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 		if y.Fall.Through(qname) {
 			return plugin.NextOrFailure(y.Name(), y.Next, ctx, w, r)
 		}
+		// NXDOMAIN without the SOA RFC 2308 puts in the authority section:
+		// the records come from a ConfigMap, with no zone apex to take an
+		// SOA from (hosts answers SERVFAIL for the same lack). The name does
+		// not exist, and NXDOMAIN says so where SERVFAIL would be retried;
+		// without an SOA a resolver should not cache the denial (RFC 2308
+		// §5; CoreDNS's cache keeps it 5 s), so a node that joins resolves
+		// soon after.
 		m := new(dns.Msg)
 		m.SetRcode(r, dns.RcodeNameError)
 		m.Authoritative = true
