@@ -90,9 +90,10 @@ bench: deps test-tools
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem ./plugin/... | tee -a $(BIN)/bench.txt
 	$(GO) run ./hack/benchreport -in $(BIN)/bench-data -out bench
 
-## demo: a local control plane seeded like a small OpenYurt cluster, install, the sync,
-## coredns-yurt and dig answering node names; runs until Ctrl-C, then stops everything.
-demo: deps test-tools
+## demo: the real two-node kubeadm cluster (root: network and mount namespaces), install, the
+## sync, coredns-yurt on both nodes and dig answering node names from the apiserver's view;
+## runs until Ctrl-C, then tears the cluster down.
+demo: deps test-tools image
 	$(GO) build -o $(BIN)/yurtdns-demo ./test/demo
 	$(BIN)/yurtdns-demo
 

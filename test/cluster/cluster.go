@@ -446,3 +446,6 @@ func (c *Cluster) restoreSysctls() error {
 	}
 	return os.Remove(c.sysctlFile())
 }
+
+// KubectlPath is the kubectl binary (use it with --kubeconfig Kubeconfig).
+func (c *Cluster) KubectlPath() string { return c.bin("kubectl") }

@@ -334,3 +334,6 @@ func (n *Node) ProcessOfContainer(id string) (int, error) {
 	}
 	return found[0], nil
 }
+
+// Netns is the node's network namespace (ip netns exec NETNS ...).
+func (n *Node) Netns() string { return n.netns }

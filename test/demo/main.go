@@ -1,7 +1,9 @@
-// Command demo is `make demo`: a local control plane seeded like a small
-// kubeadm + OpenYurt cluster, `tunnel-nodes-sync install` and `run`,
-// coredns-yurt on a loopback port, and dig showing node names resolve and
-// follow changes. It runs until Ctrl-C and then stops everything it started.
+// Command demo is `make demo`: the real two-node kubeadm cluster of
+// test/cluster (master-1 and the edge node worker-1), `tunnel-nodes-sync
+// install --control-plane-jobs` run against it as a user would, and dig
+// showing node names resolve — from master-1's network namespace with the
+// apiserver's own resolv.conf — and follow changes. It runs until Ctrl-C and
+// then tears the cluster down.
 package main
 
 import (
@@ -11,116 +13,146 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/cluster"
 	"github.com/yurtdns/yurtdns/test/harness"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 )
 
-const corefile = `.:{{.DNSPort}} {
-    bind 127.0.0.1
-    ready {{.ReadyAddr}}
-    health {{.HealthAddr}}
-    prometheus {{.MetricsAddr}}
-    yurthosts {
-        kubeconfig {{.Kubeconfig}}
-    }
-}
-`
-
 func main() {
-	d := &demo{}
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-stop
-		fmt.Println("\nStopping everything...")
-		d.cleanup()
-		os.Exit(0)
-	}()
-	d.run()
-	fmt.Println("\nRunning. Press Ctrl-C to stop everything.")
-	select {}
-}
-
-func (d *demo) run() {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
 	root, err := harness.RepoRoot()
 	if err != nil {
-		d.Fatal(err)
+		fail(err)
 	}
-	step("Starting a local control plane (kube-apiserver + etcd from bin/k8s)")
-	cp := harness.Start(d, harness.Options{})
-
-	step("Seeding a kubeadm-shaped cluster: cloud node master-1, edge nodes worker-1..3, the tunnel Service, kubeadm's CoreDNS and kube-proxy")
-	cp.CreateNode(d, harness.Node{Name: "master-1", InternalIP: "192.168.0.10"})
-	for i := 1; i <= 3; i++ {
-		cp.CreateNode(d, harness.Node{Name: fmt.Sprintf("worker-%d", i), InternalIP: fmt.Sprintf("192.168.0.2%d", i), Edge: true})
+	bin := filepath.Join(root, "bin")
+	step("Starting the two-node kubeadm cluster (master-1, edge node worker-1), each node in its own network namespace")
+	started := time.Now()
+	c, err := cluster.Start(ctx, cluster.Config{
+		Dir: filepath.Join(bin, "cluster"), Bin: filepath.Join(bin, "k8s"), Log: os.Stdout,
+		Images: []string{filepath.Join(bin, "coredns-yurt.oci.tar"), filepath.Join(bin, "tunnel-nodes-sync.oci.tar")},
+	})
+	if err != nil {
+		fail(err)
 	}
-	svc := cp.CreateService(d, harness.TunnelService("10.96.0.9"))
-	cp.ApplyConfigMap(d, harness.ServerConfig(map[string]string{tunnelnodes.HTTPSProxyPortsKey: ""}))
-	fixtures := filepath.Join(root, "test", "testdata", "kubeadm")
-	cp.CreateFromFile(d, filepath.Join(fixtures, "coredns.yaml"))
-	cp.CreateFromFile(d, filepath.Join(fixtures, "kube-proxy.yaml"))
-	work := d.TempDir()
-	manifests := filepath.Join(work, "manifests")
-	if err := os.MkdirAll(manifests, 0o755); err != nil {
-		d.Fatal(err)
-	}
-	for _, f := range []string{"kube-apiserver.yaml", "kube-controller-manager.yaml"} {
-		data, err := os.ReadFile(filepath.Join(fixtures, f))
-		if err != nil {
-			d.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(manifests, f), data, 0o600); err != nil {
-			d.Fatal(err)
+	stop := func() {
+		fmt.Println("\nTearing the cluster down...")
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
 		}
 	}
-
-	sync := harness.Binary(d, "tunnel-nodes-sync")
-	step("tunnel-nodes-sync install (envtest runs no controllers: the demo reports the CoreDNS DaemonSet available, as its controller would)")
-	stopControllers := cp.PlayRolloutControllers(tunnelnodes.Namespace)
-	install := harness.StartProcess(d, sync, "install", "--kubeconfig", cp.Kubeconfig, "--manifests-dir", manifests,
-		"--backup-dir", filepath.Join(work, "yurtdns-backup"), "--coredns-image", "coredns-yurt:demo", "--timeout", "60s")
-	if err := install.Wait(d, 2*time.Minute); err != nil {
-		d.Fatalf("install: %v\n%s", err, install.Output())
+	if err := show(ctx, c, filepath.Join(bin, "tunnel-nodes-sync"), started); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		stop()
+		os.Exit(1)
 	}
-	stopControllers()
-	fmt.Print(indent(install.Output()))
+	fmt.Println("\nRunning. Press Ctrl-C to tear everything down.")
+	<-ctx.Done()
+	stop()
+}
 
-	step("tunnel-nodes-sync run, and coredns-yurt with yurthosts on a loopback port")
-	s := harness.StartSync(d, cp.Kubeconfig, "--leader-elect=false")
-	dns := harness.StartCoreDNS(d, cp.Kubeconfig, corefile)
-	host, port, _ := strings.Cut(dns.DNSAddr, ":")
-	digCmd := func(name string) []string { return []string{"dig", "@" + host, "-p", port, "+short", name} }
-
-	for _, name := range []string{"worker-1", "master-1"} {
-		showDig(d, digCmd(name), waitFor(dns.DNSAddr, name))
+func show(ctx context.Context, c *cluster.Cluster, syncBin string, started time.Time) error {
+	fmt.Printf("  up in %s\n", time.Since(started).Round(100*time.Millisecond))
+	cs, err := c.Clientset()
+	if err != nil {
+		return err
 	}
+	step("The tunnel Service yurt-tunnel-server would have (yurt-tunnel itself is not part of the demo)")
+	svc, err := cs.CoreV1().Services(tunnelnodes.Namespace).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.ServiceName, Namespace: tunnelnodes.Namespace},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "https", Port: 10250, TargetPort: intstr.FromInt32(10263)},
+			{Name: "http", Port: 10255, TargetPort: intstr.FromInt32(10264)},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  %s/%s ClusterIP %s\n", svc.Namespace, svc.Name, svc.Spec.ClusterIP)
 
-	step("Adding edge node worker-4")
+	step("tunnel-nodes-sync install --control-plane-jobs  (make image's images, imported with ctr -n k8s.io images import)")
+	install := exec.CommandContext(ctx, syncBin, "install", "--control-plane-jobs", "--kubeconfig", c.Kubeconfig)
+	install.Stdout, install.Stderr = indented{}, indented{}
 	start := time.Now()
-	cp.CreateNode(d, harness.Node{Name: "worker-4", InternalIP: "192.168.0.24", Edge: true})
-	answer := waitFor(dns.DNSAddr, "worker-4")
-	fmt.Printf("  node created → answered in %s\n", time.Since(start).Round(time.Millisecond))
-	showDig(d, digCmd("worker-4"), answer)
+	if err := install.Run(); err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	fmt.Printf("  install took %s\n", time.Since(start).Round(100*time.Millisecond))
 
-	step("Adding port 9100 (node-exporter) to https-proxy-ports")
-	cp.ApplyConfigMap(d, harness.ServerConfig(map[string]string{tunnelnodes.HTTPSProxyPortsKey: "9100"}))
-	ports := waitForPort(d, cp, "dnat-9100")
-	fmt.Printf("  Service %s/%s ports: %s\n", svc.Namespace, svc.Name, ports)
+	step("kubectl get pods -A -o wide")
+	out, err := c.Kubectl(ctx, "get", "pods", "-A", "-o", "wide")
+	fmt.Print(indent(out))
+	if err != nil {
+		return err
+	}
+
+	step("Node names from the apiserver's own view (master-1's network, the resolv.conf the kubelet gave kube-apiserver)")
+	r, err := c.Master().ResolverOf("kube-apiserver")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  kube-apiserver's resolv.conf: nameserver %s, search %s\n", strings.Join(r.Nameservers, " "), strings.Join(r.Search, " "))
+	if _, err := resolve(ctx, r, "worker-1", svc.Spec.ClusterIP, time.Minute); err != nil {
+		return err
+	}
+	if _, err := resolve(ctx, r, "master-1", c.Master().IP, 10*time.Second); err != nil {
+		return err
+	}
+
+	step("Adding edge node worker-2")
+	took, err := addNode(ctx, cs, r, svc.Spec.ClusterIP)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  node created → answered in %s\n", took.Round(time.Millisecond))
 
 	step("Try it yourself while it runs")
-	fmt.Printf("  %s\n", strings.Join(digCmd("worker-2"), " "))
-	fmt.Printf("  %s status --kubeconfig %s --manifests-dir %s --verify-dns %s\n", sync, cp.Kubeconfig, manifests, dns.DNSAddr)
-	fmt.Printf("  curl -s %s | grep yurthosts\n", dns.MetricsURL)
-	fmt.Printf("  curl -s %s | grep tunnel_nodes_sync_records\n", s.MetricsURL)
-	fmt.Printf("  KUBECONFIG=%s  (admin kubeconfig of the local control plane)\n", cp.Kubeconfig)
+	m := c.Master()
+	fmt.Printf("  %s --kubeconfig %s get pods -A -o wide\n", filepath.Join(filepath.Dir(syncBin), "k8s", "kubectl"), c.Kubeconfig)
+	fmt.Printf("  ip netns exec %s dig @%s worker-1 +short\n", m.Netns(), cluster.KubeDNSIP())
+	fmt.Printf("  %s status --kubeconfig %s --verify-dns %s:53   (from master-1: ip netns exec %s ...)\n", syncBin, c.Kubeconfig, cluster.KubeDNSIP(), m.Netns())
+	fmt.Printf("  %s revert --kubeconfig %s\n", syncBin, c.Kubeconfig)
+	fmt.Printf("  logs: %s/nodes/*/*.log\n", c.Dir())
+	return nil
+}
+
+// resolve polls until r answers name with want, printing the dig that did.
+func resolve(ctx context.Context, r *cluster.Resolver, name, want string, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for {
+		addrs, q, err := r.LookupA(ctx, name)
+		if err == nil && len(addrs) == 1 && addrs[0] == want {
+			fmt.Printf("  $ dig @%s %s +short\n  %s\n", r.Nameservers[0], q, addrs[0])
+			return time.Since(start), nil
+		}
+		if time.Since(start) > timeout {
+			return 0, fmt.Errorf("%s answered %v (%v), want %s", name, addrs, err, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func addNode(ctx context.Context, cs kubernetes.Interface, r *cluster.Resolver, tunnelIP string) (time.Duration, error) {
+	node, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: "worker-2", Labels: map[string]string{"openyurt.io/is-edge-worker": "true"}}}, metav1.CreateOptions{})
+	if err != nil {
+		return 0, err
+	}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.12"}, {Type: corev1.NodeHostName, Address: "worker-2"}}
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return 0, err
+	}
+	return resolve(ctx, r, "worker-2", tunnelIP, 10*time.Second)
 }
 
 func step(msg string) { fmt.Printf("\n==> %s\n", msg) }
@@ -129,48 +161,14 @@ func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
 }
 
-// showDig runs the real dig and prints the command and its answer.
-func showDig(d *demo, cmd []string, want string) {
-	out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
-	if err != nil {
-		d.Fatalf("%s: %v\n%s", strings.Join(cmd, " "), err, out)
-	}
-	fmt.Printf("  $ %s\n  %s", strings.Join(cmd, " "), out)
-	if strings.TrimSpace(string(out)) != want {
-		d.Fatalf("dig answered %q, want %q", out, want)
-	}
+type indented struct{}
+
+func (indented) Write(p []byte) (int, error) {
+	fmt.Print(indent(string(p)))
+	return len(p), nil
 }
 
-// waitFor polls until name answers an A record and returns it.
-func waitFor(server, name string) string {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r, err := harness.DigErr(server, name, "A")
-		if err == nil && len(r.Data("A")) > 0 {
-			return r.Data("A")[0]
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "%s did not resolve: %v\n", name, err)
-			return ""
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func waitForPort(d *demo, cp *harness.ControlPlane, name string) string {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		svc, err := cp.Client.CoreV1().Services(tunnelnodes.Namespace).Get(context.Background(), tunnelnodes.ServiceName, metav1.GetOptions{})
-		if err != nil {
-			continue
-		}
-		var ports []string
-		for _, p := range svc.Spec.Ports {
-			ports = append(ports, fmt.Sprintf("%s %d→%s", p.Name, p.Port, p.TargetPort.String()))
-		}
-		if slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == name }) {
-			return strings.Join(ports, ", ")
-		}
-	}
-	d.Fatalf("the tunnel Service has no %s port", name)
-	return ""
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "demo:", err)
+	os.Exit(1)
 }

@@ -195,6 +195,10 @@ func TestInstallRevert(t *testing.T) {
 		t.Fatalf("dry run wrote objects")
 	}
 
+	// An edge node cut off from the cloud (NotReady, its coredns pod never
+	// Ready) does not block install; it is named.
+	k.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "192.168.0.21", Edge: true, Labels: map[string]string{"kubernetes.io/os": "linux"}})
+	createYurthub(t, k.ControlPlane, "worker-1")
 	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
 	defer stop()
 	out, err = k.run(t, "install", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test")
@@ -202,6 +206,9 @@ func TestInstallRevert(t *testing.T) {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	t.Logf("install:\n%s", out)
+	if !strings.Contains(out, "[coredns-daemonset] DaemonSet coredns Ready on every Ready node and behind kube-dns; Deployment coredns scaled to 0 (NotReady nodes not waited for: worker-1)") {
+		t.Errorf("install does not name the NotReady node:\n%s", out)
+	}
 
 	// Every change is there; the stock Corefile is not edited.
 	cm, _ := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns-yurt", metav1.GetOptions{})
@@ -338,7 +345,7 @@ func TestInstallTimeoutKeepsDNS(t *testing.T) {
 	k := newKubeadmCluster(t)
 	ctx := context.Background()
 	out, err := k.run(t, "install", "--timeout", "2s")
-	if err == nil || !strings.Contains(out, "DaemonSet coredns not available after 2s (0 of 0 pods available); the coredns Deployment is left as it was") {
+	if err == nil || !strings.Contains(out, "DaemonSet coredns not serving on every Ready node after 2s (its controller has not seen the change yet); the coredns Deployment is left as it was") {
 		t.Fatalf("want a timeout error, got %v:\n%s", err, out)
 	}
 	d, _ := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{})
@@ -355,7 +362,7 @@ func TestInstallTimeoutKeepsDNS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install after the timeout: %v\n%s", err, out)
 	}
-	for _, want := range []string{"[rbac] already applied", "[corefile] already applied", "[coredns-daemonset] DaemonSet coredns available", "[sync] created"} {
+	for _, want := range []string{"[rbac] already applied", "[corefile] already applied", "[coredns-daemonset] DaemonSet coredns Ready on every Ready node", "[sync] created"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("resumed install lacks %q:\n%s", want, out)
 		}
@@ -380,5 +387,43 @@ func TestInstallTimeoutKeepsDNS(t *testing.T) {
 	svc, _ = k.Client.CoreV1().Services(tunnelnodes.Namespace).Get(ctx, "kube-dns", metav1.GetOptions{})
 	if svc.Annotations["openyurt.io/topologyKeys"] != "kubernetes.io/hostname" {
 		t.Errorf("revert overwrote the user's annotation: %v", svc.Annotations)
+	}
+}
+
+// TestInstallKubeProxyNeedsYurthub: on a cluster without yurthub, install
+// refuses to point kube-proxy at the in-cluster config (it would reach the
+// apiserver through the Service it programs itself): the step is skipped
+// with the reason, kube-proxy is neither edited nor restarted, status says
+// why, and revert has nothing to undo there.
+func TestInstallKubeProxyNeedsYurthub(t *testing.T) {
+	k := newKubeadmCluster(t)
+	ctx := context.Background()
+	if err := k.Client.CoreV1().Pods(tunnelnodes.Namespace).Delete(ctx, "yurt-hub-master-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	original := k.snapshot(t)
+	proxy, _ := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "kube-proxy", metav1.GetOptions{})
+	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
+	defer stop()
+	out, err := k.run(t, "install", "--skip", "control-plane,sync")
+	if err != nil || !strings.Contains(out, "[kube-proxy] skipped: no yurthub found (no mirror pod kube-system/yurt-hub-<node>): kube-proxy would reach the apiserver through the kubernetes Service") {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	after := k.snapshot(t)
+	if after["configmap/kube-proxy"] != original["configmap/kube-proxy"] {
+		t.Errorf("kube-proxy's config changed although the step was skipped")
+	}
+	if now, _ := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "kube-proxy", metav1.GetOptions{}); now.Generation != proxy.Generation {
+		t.Errorf("kube-proxy restarted although the step was skipped")
+	}
+	if out, _ := k.run(t, "status"); !strings.Contains(out, "kube-proxy         not applied (skipped by install: no yurthub found") {
+		t.Errorf("status:\n%s", out)
+	}
+	out, err = k.run(t, "revert")
+	if err != nil || !strings.Contains(out, "[kube-proxy] not applied: nothing to revert") {
+		t.Errorf("revert: %v\n%s", err, out)
+	}
+	if changed := diffSnapshots(original, k.snapshot(t)); len(changed) > 0 {
+		t.Errorf("revert left %v changed", changed)
 	}
 }

@@ -72,15 +72,20 @@ func TestRemapIsStateless(t *testing.T) {
 	second := harness.StartCoreDNS(t, cp.Kubeconfig, yurthostsThenKubernetes)
 
 	serviceName := svc.Name + "." + svc.Namespace + ".svc.cluster.local."
-	for _, dns := range []*harness.CoreDNS{first, second} {
-		for _, name := range edges {
-			expectAnswer(t, dns.DNSAddr, name, "A", "10.96.0.77")
-		}
-		expectAnswer(t, dns.DNSAddr, "master-1", "A", "192.168.0.10")
-		// Answers from kubernetes, not edge names from yurthosts.
-		expectAnswer(t, dns.DNSAddr, "77.0.96.10.in-addr.arpa.", "PTR", serviceName)
-		expectAnswer(t, dns.DNSAddr, "9.0.96.10.in-addr.arpa.", "PTR", "NXDOMAIN")
-		expectAnswer(t, dns.DNSAddr, "10.0.168.192.in-addr.arpa.", "PTR", "master-1.")
+	for _, p := range []struct {
+		name string
+		dns  *harness.CoreDNS
+	}{{"watched the old ClusterIP", first}, {"started after the recreation", second}} {
+		t.Run(p.name, func(t *testing.T) {
+			for _, name := range edges {
+				expectAnswer(t, p.dns.DNSAddr, name, "A", "10.96.0.77")
+			}
+			expectAnswer(t, p.dns.DNSAddr, "master-1", "A", "192.168.0.10")
+			// Answers from kubernetes, not edge names from yurthosts.
+			expectAnswer(t, p.dns.DNSAddr, "77.0.96.10.in-addr.arpa.", "PTR", serviceName)
+			expectAnswer(t, p.dns.DNSAddr, "9.0.96.10.in-addr.arpa.", "PTR", "NXDOMAIN")
+			expectAnswer(t, p.dns.DNSAddr, "10.0.168.192.in-addr.arpa.", "PTR", "master-1.")
+		})
 	}
 	// The records still name the old ClusterIP: the answers come from the
 	// remap, not from a rewrite.

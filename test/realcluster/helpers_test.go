@@ -1,7 +1,6 @@
 package realcluster
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -193,71 +192,3 @@ func deleteTunnelService(t *testing.T) {
 	}
 }
 
-// apiserverResolver resolves names as the kube-apiserver on master-1 does:
-// in its network namespace, with the nameservers, search list and ndots of
-// the resolv.conf the kubelet gave its container.
-type apiserverResolver struct {
-	node        *cluster.Node
-	nameservers []string
-	search      []string
-	ndots       int
-}
-
-func newAPIServerResolver(t *testing.T) *apiserverResolver {
-	t.Helper()
-	m := kc.Master()
-	pid, err := m.ContainerPID("kube-apiserver")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	r := &apiserverResolver{node: m, ndots: 1}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		switch fields[0] {
-		case "nameserver":
-			r.nameservers = append(r.nameservers, fields[1])
-		case "search":
-			r.search = fields[1:]
-		case "options":
-			for _, o := range fields[1:] {
-				fmt.Sscanf(o, "ndots:%d", &r.ndots)
-			}
-		}
-	}
-	if len(r.nameservers) == 0 {
-		t.Fatalf("the apiserver's resolv.conf names no nameserver")
-	}
-	return r
-}
-
-// lookup returns the A answers for name the way the Go resolver walks the
-// search list (a name with fewer dots than ndots tries the search domains
-// first), and the name that answered.
-func (r *apiserverResolver) lookup(name string) (addrs []string, answeredBy string, err error) {
-	var candidates []string
-	if strings.Count(name, ".") < r.ndots {
-		for _, s := range r.search {
-			candidates = append(candidates, name+"."+s+".")
-		}
-	}
-	candidates = append(candidates, name+".")
-	for _, q := range candidates {
-		res, err := r.node.Dig(context.Background(), r.nameservers[0], q, "A")
-		if err != nil {
-			return nil, "", err
-		}
-		if res.Status == "NOERROR" && len(res.Data("A")) > 0 {
-			return res.Data("A"), q, nil
-		}
-	}
-	return nil, "", fmt.Errorf("%s: no answer for any of %v", name, candidates)
-}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yurtdns/yurtdns/test/cluster"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -212,10 +214,13 @@ func checkStaticPod(t *testing.T, component, flag string) {
 // are answered there within 1 s.
 func checkAPIServerView(t *testing.T) {
 	ctx := context.Background()
-	r := newAPIServerResolver(t)
-	t.Logf("the apiserver's resolver: nameservers %v, search %v, ndots %d", r.nameservers, r.search, r.ndots)
-	if r.nameservers[0] != "10.96.0.10" {
-		t.Errorf("the apiserver resolves through %s, not the kube-dns Service: dnsPolicy ClusterFirstWithHostNet is not live", r.nameservers[0])
+	r, err := kc.Master().ResolverOf("kube-apiserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the apiserver's resolver: nameservers %v, search %v, ndots %d", r.Nameservers, r.Search, r.Ndots)
+	if r.Nameservers[0] != cluster.KubeDNSIP() {
+		t.Errorf("the apiserver resolves through %s, not the kube-dns Service: dnsPolicy ClusterFirstWithHostNet is not live", r.Nameservers[0])
 	}
 	svc, err := cs.CoreV1().Services("kube-system").Get(ctx, "x-tunnel-server-internal-svc", metav1.GetOptions{})
 	if err != nil {
@@ -225,7 +230,7 @@ func checkAPIServerView(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		for {
-			addrs, q, err := r.lookup(name)
+			addrs, q, err := r.LookupA(ctx, name)
 			if err == nil && len(addrs) == 1 && addrs[0] == want {
 				return time.Since(start)
 			}

@@ -1,0 +1,176 @@
+package realcluster
+
+import (
+	"bufio"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/test/cluster"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestInstallWithNotReadyNode: an edge node cut off from the cloud (its
+// kubelet stopped: NotReady) does not block install, which names it; the
+// stock CoreDNS pods never see a Corefile they cannot parse.
+func TestInstallWithNotReadyNode(t *testing.T) {
+	createTunnelService(t)
+	defer deleteTunnelService(t)
+	worker := kc.Node("worker-1")
+	worker.StopKubelet()
+	defer func() {
+		worker.StartKubelet()
+		waitNodeReady(t, "worker-1", true, 2*time.Minute)
+	}()
+	waitNodeReady(t, "worker-1", false, 2*time.Minute)
+
+	stockLogs := followStockCoreDNS(t)
+	probe := startDNSProbe([]*cluster.Node{kc.Master()})
+	out, err := runSync(t, "install", "--skip", "control-plane")
+	probe.finish(t, "install with worker-1 NotReady")
+	if err != nil {
+		t.Fatalf("install with a NotReady node: %v", err)
+	}
+	if line := stepLine(out, "coredns-daemonset"); !strings.Contains(line, "worker-1") {
+		t.Errorf("install does not name the NotReady node: %q", line)
+	}
+	for pod, logs := range stockLogs() {
+		for _, bad := range []string{"Unknown directive", "Corefile", "plugin/errors"} {
+			if strings.Contains(logs, bad) {
+				t.Errorf("stock CoreDNS pod %s logged %q:\n%s", pod, bad, logs)
+			}
+		}
+	}
+	if _, err := runSync(t, "revert"); err != nil {
+		t.Fatalf("revert: %v", err)
+	}
+}
+
+// TestInstallInterrupted: install killed right after the DaemonSet step and
+// right after the control-plane step, then run again, completes; DNS
+// answers throughout, and revert afterwards is exact.
+func TestInstallInterrupted(t *testing.T) {
+	createTunnelService(t)
+	defer deleteTunnelService(t)
+	before := kubeadmState(t)
+	for _, step := range []string{"coredns-daemonset", "control-plane"} {
+		t.Run("killed after "+step, func(t *testing.T) {
+			probe := startDNSProbe(kc.Nodes)
+			killInstallAfter(t, step)
+			_, err := runSync(t, "install", "--control-plane-jobs")
+			probe.finish(t, "install killed after "+step+", then run again")
+			if err != nil {
+				t.Fatalf("install after the interrupted one: %v", err)
+			}
+			probe = startDNSProbe(kc.Nodes)
+			_, err = runSync(t, "revert")
+			probe.finish(t, "revert")
+			if err != nil {
+				t.Fatalf("revert: %v", err)
+			}
+			if diffs := diffState(before, kubeadmState(t)); len(diffs) > 0 {
+				t.Errorf("after revert, kubeadm's objects and manifests differ from before install:\n%s", strings.Join(diffs, "\n"))
+			}
+		})
+	}
+}
+
+// killInstallAfter runs install --control-plane-jobs and SIGKILLs it the
+// moment it reports step done.
+func killInstallAfter(t *testing.T, step string) {
+	t.Helper()
+	cmd := exec.Command(syncBin, "install", "--control-plane-jobs", "--kubeconfig", kc.Kubeconfig)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		seen = append(seen, sc.Text())
+		if strings.HasPrefix(sc.Text(), "["+step+"] ") {
+			cmd.Process.Kill()
+			break
+		}
+	}
+	err = cmd.Wait()
+	t.Logf("install killed after [%s] (%v):\n%s", step, err, strings.Join(seen, "\n"))
+	if err == nil {
+		t.Fatalf("install finished before it could be killed after [%s]", step)
+	}
+}
+
+func stepLine(out, step string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "["+step+"] ") {
+			return line
+		}
+	}
+	return ""
+}
+
+func waitNodeReady(t *testing.T, name string, ready bool, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && (c.Status == corev1.ConditionTrue) == ready {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s not Ready=%v after %s", name, ready, timeout)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// followStockCoreDNS streams the logs of the stock CoreDNS Deployment's
+// pods (kubectl logs -f) until they are gone; the returned function stops
+// following and returns what each pod logged.
+func followStockCoreDNS(t *testing.T) func() map[string]string {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type follower struct {
+		cmd *exec.Cmd
+		out *strings.Builder
+	}
+	followers := map[string]follower{}
+	for _, p := range pods.Items {
+		if len(p.OwnerReferences) == 0 || p.OwnerReferences[0].Kind != "ReplicaSet" || !podReady(&p) {
+			continue
+		}
+		f := follower{cmd: exec.Command(kc.KubectlPath(), "--kubeconfig", kc.Kubeconfig, "-n", "kube-system", "logs", "-f", p.Name), out: &strings.Builder{}}
+		f.cmd.Stdout, f.cmd.Stderr = f.out, f.out
+		if err := f.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		followers[p.Name] = f
+	}
+	if len(followers) == 0 {
+		t.Fatal("no Ready stock CoreDNS pod to follow")
+	}
+	return func() map[string]string {
+		logs := map[string]string{}
+		for name, f := range followers {
+			f.cmd.Process.Kill()
+			f.cmd.Wait()
+			logs[name] = f.out.String()
+		}
+		return logs
+	}
+}
