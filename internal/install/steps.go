@@ -282,18 +282,19 @@ func fieldStep(name, what string, f fieldEdit, after func(context.Context, *Env)
 // CoreDNS crash-loops on yurthosts), whatever moment install or revert stops.
 func corefileStep() Step {
 	// yurtCorefile is the stock Corefile with the yurthosts edit, as it is now.
-	yurtCorefile := func(ctx context.Context, env *Env) (string, error) {
+	yurtCorefile := func(ctx context.Context, env *Env) (stock, yurt string, err error) {
 		cm := &corev1.ConfigMap{}
 		if err := env.Client.Get(ctx, key(corednsName), cm); err != nil {
-			return "", fmt.Errorf("reading ConfigMap coredns: %w", err)
+			return "", "", fmt.Errorf("reading ConfigMap coredns: %w", err)
 		}
 		stock, ok := cm.Data[corefileKey]
 		if !ok {
-			return "", fmt.Errorf("ConfigMap coredns has no Corefile key")
+			return "", "", fmt.Errorf("ConfigMap coredns has no Corefile key")
 		}
-		out, _, err := EnsureYurthosts(stock)
-		return out, err
+		yurt, _, err = EnsureYurthosts(stock)
+		return stock, yurt, err
 	}
+	copyKey := "ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap + " " + corefileKey
 	yurtConfigMap := func(corefile string) *unstructured.Unstructured {
 		return toUnstructured(&corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: corednsYurtConfigMap, Namespace: tunnelnodes.Namespace},
@@ -303,15 +304,17 @@ func corefileStep() Step {
 	return Step{
 		Name: "corefile",
 		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
-			want, err := yurtCorefile(ctx, env)
+			stock, want, err := yurtCorefile(ctx, env)
 			if err != nil {
 				return Result{}, err
 			}
-			created, diff, err := ensureCreated(ctx, env, ss, yurtConfigMap(want))
+			created, _, err := ensureCreated(ctx, env, ss, yurtConfigMap(want))
 			switch {
 			case err != nil:
 				return Result{}, err
 			case created:
+				// The diff that says what the copy is: the edit of the stock Corefile.
+				diff := unifiedDiff(copyKey+" (from ConfigMap "+tunnelnodes.Namespace+"/"+corednsName+")", []byte(stock), []byte(want))
 				return Result{Changed: true, Diffs: []string{diff}, Summary: "ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap +
 					" created: the stock Corefile with yurthosts { fallthrough } in the .:53 block (the coredns ConfigMap is not edited)"}, nil
 			}
@@ -323,7 +326,7 @@ func corefileStep() Step {
 			if cm.Data[corefileKey] == want {
 				return Result{Summary: "already applied"}, nil
 			}
-			diff = unifiedDiff("ConfigMap "+tunnelnodes.Namespace+"/"+corednsYurtConfigMap+" "+corefileKey, []byte(cm.Data[corefileKey]), []byte(want))
+			diff := unifiedDiff(copyKey, []byte(cm.Data[corefileKey]), []byte(want))
 			if !env.Options.DryRun {
 				if cm.Data == nil {
 					cm.Data = map[string]string{}
@@ -355,7 +358,7 @@ func corefileStep() Step {
 			case err != nil:
 				return "", "", err
 			}
-			want, err := yurtCorefile(ctx, env)
+			_, want, err := yurtCorefile(ctx, env)
 			switch {
 			case err != nil:
 				return Drifted, err.Error(), nil
