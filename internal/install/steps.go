@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -433,12 +432,18 @@ func restartKubeProxy(ctx context.Context, env *Env) error {
 	// Nanoseconds (kubectl writes whole seconds): a revert right after an
 	// install, within the same second, must still change the template.
 	ds.Spec.Template.Annotations[restartedAtKey] = time.Now().UTC().Format(time.RFC3339Nano)
-	return env.Client.Patch(ctx, ds, patch)
+	if err := env.Client.Patch(ctx, ds, patch); err != nil {
+		return err
+	}
+	var notReady, podIPs []string
+	return waitFor(ctx, env.Options.Timeout, "kube-proxy's rolling restart not done", daemonSetOnReadyNodes(env, kubeProxyName, &notReady, &podIPs))
 }
 
 // corednsDaemonSetStep runs CoreDNS as a DaemonSet on every node (so edge
 // nodes resolve locally when cut off), and scales the Deployment to 0 only
-// once the DaemonSet is available: DNS never goes dark.
+// once the DaemonSet's pods are Ready on every Ready node and are ready
+// endpoints of kube-dns: DNS never goes dark. NotReady nodes (normal for a
+// cut-off edge node) do not block; they are named.
 func corednsDaemonSetStep() Step {
 	replicas := fieldEdit{
 		key: fmt.Sprintf("Deployment %s/%s replicas", tunnelnodes.Namespace, corednsName),
@@ -494,8 +499,14 @@ func corednsDaemonSetStep() Step {
 			if createdDS {
 				res.Diffs = append(res.Diffs, dsDiff)
 			}
+			var notReady []string
 			if !env.Options.DryRun {
-				if err := waitDaemonSetAvailable(ctx, env, corednsName, env.Options.Timeout); err != nil {
+				// Live before the Deployment goes: a Ready pod on every Ready
+				// node, each a ready endpoint of kube-dns.
+				var podIPs []string
+				err := waitFor(ctx, env.Options.Timeout, "DaemonSet coredns not serving on every Ready node",
+					both(daemonSetOnReadyNodes(env, corednsName, &notReady, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
+				if err != nil {
 					return Result{}, fmt.Errorf("%w; the coredns Deployment is left as it was", err)
 				}
 			}
@@ -511,7 +522,10 @@ func corednsDaemonSetStep() Step {
 			case !res.Changed:
 				res.Summary = "already applied"
 			default:
-				res.Summary = "DaemonSet coredns available on every node; Deployment coredns scaled to 0"
+				res.Summary = "DaemonSet coredns Ready on every Ready node and behind kube-dns; Deployment coredns scaled to 0"
+			}
+			if len(notReady) > 0 {
+				res.Summary += " (NotReady nodes not waited for: " + strings.Join(notReady, ", ") + ")"
 			}
 			return res, nil
 		},
@@ -522,8 +536,13 @@ func corednsDaemonSetStep() Step {
 			}
 			// Restoring: this revert scaled the Deployment back, or an earlier
 			// one did and was interrupted before it was available.
+			// The Deployment serves (its pods are ready endpoints of kube-dns)
+			// before the DaemonSet goes: DNS keeps answering.
 			if ss.Records[replicas.key].Restoring && !env.Options.DryRun {
-				if err := waitDeploymentAvailable(ctx, env, corednsName, env.Options.Timeout); err != nil {
+				var podIPs []string
+				err := waitFor(ctx, env.Options.Timeout, "Deployment coredns not available",
+					both(deploymentServing(env, corednsName, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
+				if err != nil {
 					return Result{}, fmt.Errorf("%w; the coredns DaemonSet is kept so DNS keeps answering", err)
 				}
 			}
@@ -531,7 +550,7 @@ func corednsDaemonSetStep() Step {
 			if err != nil {
 				return Result{}, err
 			}
-			summary := "Deployment coredns scaled back and available; DaemonSet coredns deleted"
+			summary := "Deployment coredns scaled back, available and behind kube-dns; DaemonSet coredns deleted"
 			if note != "" {
 				summary = note
 			}
@@ -674,45 +693,4 @@ func hardenContainer(c *corev1.Container) {
 	if !slices.Contains(sc.Capabilities.Drop, "ALL") {
 		sc.Capabilities.Drop = append(sc.Capabilities.Drop, "ALL")
 	}
-}
-
-// waitDaemonSetAvailable waits until every scheduled pod of the DaemonSet
-// is updated and available.
-func waitDaemonSetAvailable(ctx context.Context, env *Env, name string, timeout time.Duration) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ds := &appsv1.DaemonSet{}
-		if err := env.Client.Get(ctx, key(name), ds); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		s := ds.Status
-		last = fmt.Sprintf("%d of %d pods available", s.NumberAvailable, s.DesiredNumberScheduled)
-		return s.ObservedGeneration >= ds.Generation && s.DesiredNumberScheduled > 0 &&
-			s.UpdatedNumberScheduled == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled, nil
-	})
-	if err != nil {
-		return fmt.Errorf("DaemonSet %s not available after %s (%s)", name, timeout, last)
-	}
-	return nil
-}
-
-// waitDeploymentAvailable waits until the Deployment's replicas are available.
-func waitDeploymentAvailable(ctx context.Context, env *Env, name string, timeout time.Duration) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		d := &appsv1.Deployment{}
-		if err := env.Client.Get(ctx, key(name), d); err != nil {
-			return false, err
-		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
-		}
-		last = fmt.Sprintf("%d of %d replicas available", d.Status.AvailableReplicas, want)
-		return d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= want, nil
-	})
-	if err != nil {
-		return fmt.Errorf("Deployment %s not available after %s (%s)", name, timeout, last)
-	}
-	return nil
 }

@@ -191,4 +191,3 @@ func deleteTunnelService(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
