@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -126,12 +127,15 @@ func TestFieldStepCompletesInterruptedRevert(t *testing.T) {
 
 // A revert killed after scaling the coredns Deployment back but before it
 // was available (and the DaemonSet deleted): the next revert finds the
-// replicas already restored and must still wait for the Deployment before
-// deleting the DaemonSet, keeping the DaemonSet when it does not come up.
+// replicas already restored and must still wait for the Deployment — its
+// pods Ready and ready endpoints of kube-dns — before deleting the
+// DaemonSet, keeping the DaemonSet until they are.
 func TestCoreDNSRevertWaitsAfterInterruptedRevert(t *testing.T) {
 	ctx := context.Background()
 	meta := metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: corednsName}
-	d := &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: new(int32(2))}} // scaled back, no pod up yet
+	d := &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: new(int32(2)), // scaled back, no pod up yet
+		Selector: &metav1.LabelSelector{}}}
+	d.UID = "deployment-1"
 	c := fake.NewClientBuilder().WithObjects(d, &appsv1.DaemonSet{ObjectMeta: meta}).Build()
 	env := &Env{Client: c, Options: Options{Timeout: 300 * time.Millisecond}}
 	step := corednsDaemonSetStep()
@@ -153,6 +157,29 @@ func TestCoreDNSRevertWaitsAfterInterruptedRevert(t *testing.T) {
 	}
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, AvailableReplicas: 2}
 	if err := c.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	// Available by its status, but its pods are not kube-dns endpoints yet.
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: "coredns-1", UID: "rs-1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: corednsName, UID: d.UID, Controller: new(true)}}}}
+	if err := c.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	for i, ip := range []string{"10.244.0.2", "10.244.0.3"} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: fmt.Sprintf("coredns-1-%d", i),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: new(true)}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+		if err := c.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := step.Revert(ctx, env, ss); err == nil || !strings.Contains(err.Error(), "0 of 2 pod IPs are ready endpoints") {
+		t.Errorf("revert with the Deployment's pods not behind kube-dns: %v; want it to wait and fail", err)
+	}
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: "kube-dns-1",
+		Labels: map[string]string{discoveryv1.LabelServiceName: kubeDNSService}}, AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.2"}}, {Addresses: []string{"10.244.0.3"}, Conditions: discoveryv1.EndpointConditions{Ready: new(true)}}}}
+	if err := c.Create(ctx, slice); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := step.Revert(ctx, env, ss); err != nil || !res.Changed {

@@ -1,0 +1,302 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Every wait of install and revert goes through waitFor: a step is done
+// when its effect is live, not when its write returned, and the apiserver
+// may be restarting under any of them (the control-plane step restarts it).
+
+const pollInterval = 200 * time.Millisecond
+
+const (
+	templateGenerationAnnotation = "deprecated.daemonset.template.generation"
+	templateGenerationLabel      = "pod-template-generation"
+)
+
+// condition reports whether the awaited state is reached, and if not, how
+// far it is (for the error on timeout).
+type condition func(ctx context.Context) (done bool, progress string, err error)
+
+// waitFor polls cond until it is done, for at most timeout. Errors that mean
+// the apiserver is away (restarting) are waited out; any other ends the
+// wait. The error on timeout is "<what> after <timeout> (<last progress>)".
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond condition) error {
+	var last string
+	// The calls get ctx, not the poll's deadline: a call cut short by the
+	// deadline (or by the client's rate limiter foreseeing it) is a timeout,
+	// which the poll reports, not an error of the call.
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(context.Context) (bool, error) {
+		done, progress, err := cond(ctx)
+		if err != nil && apiserverAway(err) {
+			last = "apiserver unreachable: " + err.Error()
+			return false, nil
+		}
+		last = progress
+		return done, err
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case wait.Interrupted(err):
+		if last == "" {
+			return fmt.Errorf("%s after %s", what, timeout)
+		}
+		return fmt.Errorf("%s after %s (%s)", what, timeout, last)
+	}
+	return err
+}
+
+// retryWhileAway runs call until it succeeds or fails for another reason
+// than the apiserver being away, for at most timeout: a write right after
+// kube-apiserver restarted waits for it to be back.
+func retryWhileAway(ctx context.Context, timeout time.Duration, what string, call func(context.Context) error) error {
+	var lastErr error
+	err := waitFor(ctx, timeout, what, func(ctx context.Context) (bool, string, error) {
+		lastErr = call(ctx)
+		return lastErr == nil, "", lastErr
+	})
+	if err != nil && lastErr != nil && apiserverAway(lastErr) {
+		return fmt.Errorf("%s: apiserver not back after %s: %w", what, timeout, lastErr)
+	}
+	return err
+}
+
+// apiserverAway reports errors of an apiserver that is down, restarting or
+// not ready yet, as opposed to an answer.
+func apiserverAway(err error) bool {
+	var netErr net.Error
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || (errors.As(err, &netErr) && netErr.Timeout())
+}
+
+// apiServerReady is /readyz answering ok.
+func apiServerReady(env *Env) condition {
+	return func(ctx context.Context) (bool, string, error) {
+		body, err := env.Clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			if apierrors.IsInternalError(err) { // a post-start hook not done yet
+				return false, "readyz: " + strings.TrimSpace(string(body)), nil
+			}
+			return false, "", err
+		}
+		return string(body) == "ok", "readyz: " + string(body), nil
+	}
+}
+
+// waitAPIServerReady waits for /readyz after something restarted kube-apiserver.
+func waitAPIServerReady(ctx context.Context, env *Env) error {
+	return waitFor(ctx, env.Options.Timeout, "kube-apiserver not ready", apiServerReady(env))
+}
+
+// readyNodes splits the nodes into Ready ones (condition Ready True) and the
+// others. A NotReady node (an edge node cut off from the cloud is normal in
+// OpenYurt) runs nothing new until it is back, so waits skip it.
+func readyNodes(ctx context.Context, env *Env) (ready []corev1.Node, notReady []string, err error) {
+	nodes := &corev1.NodeList{}
+	if err := env.Client.List(ctx, nodes); err != nil {
+		return nil, nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	for _, n := range nodes.Items {
+		if nodeReady(&n) {
+			ready = append(ready, n)
+		} else {
+			notReady = append(notReady, n.Name)
+		}
+	}
+	slices.Sort(notReady)
+	return ready, notReady, nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// controlledPods lists the pods in kube-system whose controller is one of owners.
+func controlledPods(ctx context.Context, env *Env, selector *metav1.LabelSelector, owners ...types.UID) ([]corev1.Pod, error) {
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return nil, err
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		ref := metav1.GetControllerOf(&p)
+		return ref == nil || !slices.Contains(owners, ref.UID)
+	}), nil
+}
+
+// daemonSetOnReadyNodes is the DaemonSet's rollout done where it can be: on
+// every Ready node its nodeSelector matches, a pod of its current template
+// is Ready. Pods on NotReady nodes are not waited for (their names go to
+// *notReady). The pods' IPs are returned for the Service check.
+func daemonSetOnReadyNodes(env *Env, name string, notReady *[]string, podIPs *[]string) condition {
+	return func(ctx context.Context) (bool, string, error) {
+		ds := &appsv1.DaemonSet{}
+		if err := env.Client.Get(ctx, key(name), ds); err != nil {
+			return false, "", fmt.Errorf("reading DaemonSet %s: %w", name, err)
+		}
+		if ds.Status.ObservedGeneration < ds.Generation {
+			return false, "its controller has not seen the change yet", nil
+		}
+		nodes, unready, err := readyNodes(ctx, env)
+		if err != nil {
+			return false, "", err
+		}
+		*notReady = unready
+		pods, err := controlledPods(ctx, env, ds.Spec.Selector, ds.UID)
+		if err != nil {
+			return false, "", err
+		}
+		// The apiserver counts template changes in this annotation, and the
+		// DaemonSet controller labels each pod with the count it was made from.
+		current := ds.Annotations[templateGenerationAnnotation]
+		selector := labels.SelectorFromSet(ds.Spec.Template.Spec.NodeSelector)
+		var want, have int
+		var missing []string
+		*podIPs = (*podIPs)[:0]
+		for _, n := range nodes {
+			if !selector.Matches(labels.Set(n.Labels)) {
+				continue
+			}
+			want++
+			i := slices.IndexFunc(pods, func(p corev1.Pod) bool {
+				return p.Spec.NodeName == n.Name && p.Labels[templateGenerationLabel] == current && podReady(&p)
+			})
+			if i < 0 {
+				missing = append(missing, n.Name)
+				continue
+			}
+			have++
+			*podIPs = append(*podIPs, pods[i].Status.PodIP)
+		}
+		progress := fmt.Sprintf("%d of %d Ready nodes run a Ready pod of the current template", have, want)
+		if len(missing) > 0 {
+			progress += "; waiting on " + strings.Join(missing, ", ")
+		}
+		return want > 0 && have == want, progress, nil
+	}
+}
+
+// deploymentServing is the Deployment available and its Ready pods' IPs
+// (at least as many as its replicas) returned for the Service check.
+func deploymentServing(env *Env, name string, podIPs *[]string) condition {
+	return func(ctx context.Context) (bool, string, error) {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, key(name), d); err != nil {
+			return false, "", fmt.Errorf("reading Deployment %s: %w", name, err)
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		progress := fmt.Sprintf("%d of %d replicas available", d.Status.AvailableReplicas, want)
+		if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < want {
+			return false, progress, nil
+		}
+		sets := &appsv1.ReplicaSetList{}
+		if err := env.Client.List(ctx, sets, client.InNamespace(tunnelnodes.Namespace)); err != nil {
+			return false, "", fmt.Errorf("listing ReplicaSets: %w", err)
+		}
+		var owners []types.UID
+		for _, rs := range sets.Items {
+			if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == d.UID {
+				owners = append(owners, rs.UID)
+			}
+		}
+		pods, err := controlledPods(ctx, env, d.Spec.Selector, owners...)
+		if err != nil {
+			return false, "", err
+		}
+		*podIPs = (*podIPs)[:0]
+		for _, p := range pods {
+			if podReady(&p) {
+				*podIPs = append(*podIPs, p.Status.PodIP)
+			}
+		}
+		return len(*podIPs) >= int(want), fmt.Sprintf("%s; %d pods Ready", progress, len(*podIPs)), nil
+	}
+}
+
+// serviceEndpointsReady is every one of podIPs a ready endpoint in the
+// Service's EndpointSlices: kube-proxy sends the Service's traffic to them.
+func serviceEndpointsReady(env *Env, service string, podIPs *[]string) condition {
+	return func(ctx context.Context) (bool, string, error) {
+		eps := &discoveryv1.EndpointSliceList{}
+		if err := env.Client.List(ctx, eps, client.InNamespace(tunnelnodes.Namespace),
+			client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
+			return false, "", fmt.Errorf("listing EndpointSlices of Service %s: %w", service, err)
+		}
+		ready := map[string]bool{}
+		for _, s := range eps.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready == nil || *e.Conditions.Ready { // nil means ready
+					for _, a := range e.Addresses {
+						ready[a] = true
+					}
+				}
+			}
+		}
+		var missing []string
+		for _, ip := range *podIPs {
+			if !ready[ip] {
+				missing = append(missing, ip)
+			}
+		}
+		progress := fmt.Sprintf("%d of %d pod IPs are ready endpoints", len(*podIPs)-len(missing), len(*podIPs))
+		return len(*podIPs) > 0 && len(missing) == 0, progress, nil
+	}
+}
+
+// both is a then b, polled together so that b sees what a found.
+func both(a, b condition) condition {
+	return func(ctx context.Context) (bool, string, error) {
+		done, progress, err := a(ctx)
+		if !done || err != nil {
+			return done, progress, err
+		}
+		return b(ctx)
+	}
+}
