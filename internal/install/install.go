@@ -47,9 +47,14 @@ func (e *Env) serverOlderThan(major, minor int) (bool, error) {
 		}
 		e.serverVersion = v
 	}
-	v, err := utilversion.ParseGeneric(e.serverVersion.GitVersion)
+	// Strict: an unstamped build reports v0.0.0-master+$Format:%H$, which
+	// must not pass for an old server.
+	v, err := utilversion.ParseSemantic(e.serverVersion.GitVersion)
+	if err == nil && v.Major() == 0 {
+		err = fmt.Errorf("not a Kubernetes release")
+	}
 	if err != nil {
-		return false, fmt.Errorf("server version %q: %w", e.serverVersion.GitVersion, err)
+		return false, fmt.Errorf("cannot tell the apiserver's version from %q: %w", e.serverVersion.GitVersion, err)
 	}
 	return v.LessThan(utilversion.MajorMinor(uint(major), uint(minor))), nil
 }
@@ -57,6 +62,9 @@ func (e *Env) serverOlderThan(major, minor int) (bool, error) {
 // Result is what one step did (or, in a dry run, would do).
 type Result struct {
 	Changed bool
+	// Skipped: the step does not apply to this cluster (Summary says why);
+	// it is not recorded applied.
+	Skipped bool
 	// Summary is the progress line: what changed, or why nothing did.
 	Summary string
 	// Diffs are unified diffs of every object field or file the step changes.
@@ -126,7 +134,7 @@ func Install(ctx context.Context, env *Env, out io.Writer) error {
 			return fmt.Errorf("step %s: %w", step.Name, err)
 		}
 		printResult(out, step.Name, res, env.Options.DryRun)
-		if env.Options.DryRun {
+		if env.Options.DryRun || res.Skipped {
 			continue
 		}
 		ss.Applied = true

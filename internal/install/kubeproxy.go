@@ -46,6 +46,20 @@ func CommentOutKubeconfig(conf string) (string, error) {
 	return strings.Join(lines, ""), nil
 }
 
+// kubeProxyKubeconfig is clientConnection.kubeconfig of a kube-proxy
+// config.conf ("" when unset, empty or commented out).
+func kubeProxyKubeconfig(conf string) (string, error) {
+	root, err := parseKubeProxyConf(conf)
+	if err != nil {
+		return "", err
+	}
+	v := mapValue(mapValue(root, "clientConnection"), "kubeconfig")
+	if v == nil || v.Tag == "!!null" {
+		return "", nil
+	}
+	return v.Value, nil
+}
+
 // EnableEndpointSliceProxyingOff adds featureGates.EndpointSliceProxying:
 // false to a kube-proxy config.conf. Servers older than 1.22 need it: their
 // kube-proxy watches EndpointSlices, which yurthub did not serve then.
