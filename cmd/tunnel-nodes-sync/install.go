@@ -102,6 +102,7 @@ func newRevertCommand() *cobra.Command {
 	}
 	f.register(cmd, false)
 	cmd.Flags().BoolVar(&f.opts.DryRun, "dry-run", false, "Say what would be restored and change nothing")
+	cmd.Flags().StringVar(&f.opts.SyncImage, "sync-image", "", "Image of the control-plane restore Jobs (default: the one install's patch Jobs ran, as recorded)")
 	return cmd
 }
 

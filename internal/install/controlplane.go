@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
@@ -16,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -159,7 +157,10 @@ func manifestJob(node, action, image string) *batchv1.Job {
 	if action == "restore" {
 		args = append(args, "--revert")
 	}
-	backoff := int32(2)
+	// No retry inside the Job: a failure is reported at once, and
+	// patch-manifests is idempotent, so running install (or revert) again
+	// is the retry.
+	backoff := int32(0)
 	root := int64(0)
 	hostPathType := corev1.HostPathDirectory
 	return &batchv1.Job{
@@ -171,7 +172,7 @@ func manifestJob(node, action, image string) *batchv1.Job {
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: action}},
 				Spec: corev1.PodSpec{
 					NodeName:          node,
-					RestartPolicy:     corev1.RestartPolicyOnFailure,
+					RestartPolicy:     corev1.RestartPolicyNever,
 					PriorityClassName: "system-node-critical",
 					Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 					Containers: []corev1.Container{{
@@ -203,7 +204,7 @@ func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string
 	if err != nil {
 		return Result{}, err
 	}
-	image, err := syncImage(env)
+	image, err := jobImage(env, ss, action)
 	if err != nil {
 		return Result{}, err
 	}
@@ -211,8 +212,9 @@ func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string
 		switch action {
 		case "patch":
 			// Saved before any Job exists, so a revert after an interruption
-			// here knows Jobs may have patched the manifests.
+			// here knows Jobs may have patched the manifests, and with what image.
 			ss.Records["jobs"] = record{After: strings.Join(nodes, ",")}
+			ss.Records[jobImageRecord] = record{After: image}
 			if err := ss.persist(ctx); err != nil {
 				return Result{}, err
 			}
@@ -243,7 +245,7 @@ func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string
 		return res, nil
 	}
 	for _, j := range jobs {
-		if err := waitJobComplete(ctx, env, j.GetName(), env.Options.Timeout); err != nil {
+		if err := waitJobComplete(ctx, env, j.GetName()); err != nil {
 			return Result{}, err
 		}
 	}
@@ -262,6 +264,18 @@ func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string
 	return res, nil
 }
 
+// jobImageRecord keeps the image the patch Jobs ran: one the cluster has.
+const jobImageRecord = "jobs image"
+
+// jobImage is the image of the Jobs: for restore, --sync-image when given,
+// else the one install's patch Jobs ran (an offline cluster has that one).
+func jobImage(env *Env, ss *stepState, action string) (string, error) {
+	if rec, ok := ss.Records[jobImageRecord]; ok && action == "restore" && env.Options.SyncImage == "" {
+		return rec.After, nil
+	}
+	return syncImage(env)
+}
+
 // waitRecordedPatchJobs waits for the patch Jobs install created (and
 // recorded) that still exist.
 func waitRecordedPatchJobs(ctx context.Context, env *Env, ss *stepState, nodes []string, image string) error {
@@ -277,41 +291,63 @@ func waitRecordedPatchJobs(ctx context.Context, env *Env, ss *stepState, nodes [
 		if err != nil {
 			return err
 		}
-		if err := waitJobComplete(ctx, env, job.GetName(), env.Options.Timeout); err != nil {
+		if err := waitJobComplete(ctx, env, job.GetName()); err != nil {
 			return fmt.Errorf("patch Job %s from the interrupted install: %w", job.GetName(), err)
 		}
 	}
 	return nil
 }
 
-func waitJobComplete(ctx context.Context, env *Env, name string, timeout time.Duration) error {
-	var last string
-	var failed error
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+// waitJobComplete waits for the Job to complete and reports its failure as
+// soon as it shows: a Failed (or FailureTarget) condition, a failed pod, or
+// a pod that cannot start (its image cannot be pulled, say) — not after the
+// whole timeout.
+func waitJobComplete(ctx context.Context, env *Env, name string) error {
+	return waitFor(ctx, env.Options.Timeout, "Job "+name+" not complete", func(ctx context.Context) (bool, string, error) {
 		job := &batchv1.Job{}
 		if err := env.Client.Get(ctx, key(name), job); err != nil {
-			return false, err
+			return false, "", err
 		}
+		logs := fmt.Sprintf(" (kubectl -n %s logs job/%s)", tunnelnodes.Namespace, name)
 		for _, c := range job.Status.Conditions {
 			if c.Status != corev1.ConditionTrue {
 				continue
 			}
 			switch c.Type {
 			case batchv1.JobComplete:
-				return true, nil
-			case batchv1.JobFailed:
-				failed = fmt.Errorf("Job %s failed: %s (kubectl -n %s logs job/%s)", name, c.Message, tunnelnodes.Namespace, name)
-				return false, failed
+				return true, "", nil
+			case batchv1.JobFailed, batchv1.JobFailureTarget:
+				return false, "", fmt.Errorf("Job %s failed: %s%s", name, c.Message, logs)
 			}
 		}
-		last = fmt.Sprintf("%d active, %d failed", job.Status.Active, job.Status.Failed)
-		return false, nil
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{"batch.kubernetes.io/job-name": name}); err != nil {
+			return false, "", fmt.Errorf("listing the pods of Job %s: %w", name, err)
+		}
+		for _, p := range pods.Items {
+			if why := podFailure(&p); why != "" {
+				return false, "", fmt.Errorf("Job %s failed: pod %s %s%s", name, p.Name, why, logs)
+			}
+		}
+		return false, fmt.Sprintf("%d active, %d failed", job.Status.Active, job.Status.Failed), nil
 	})
-	switch {
-	case failed != nil:
-		return failed
-	case err != nil:
-		return fmt.Errorf("Job %s not complete after %s (%s)", name, timeout, last)
+}
+
+// podFailure says why a pod failed or cannot start, or "".
+func podFailure(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError":
+				return fmt.Sprintf("cannot start: %s: %s", w.Reason, w.Message)
+			}
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf("exited with %d: %s", t.ExitCode, strings.TrimSpace(t.Reason+" "+t.Message))
+		}
 	}
-	return nil
+	if p.Status.Phase == corev1.PodFailed {
+		return "failed: " + strings.TrimSpace(p.Status.Reason+" "+p.Status.Message)
+	}
+	return ""
 }
