@@ -13,18 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// yurthostsThenKubernetes has yurthosts hand PTR queries to the kubernetes
-// plugin, which names the tunnel Service by its current ClusterIP and has
-// NXDOMAIN for any other; no cache, so every dig sees the plugins' records.
-const yurthostsThenKubernetes = `.:{{.DNSPort}} {
-    bind 127.0.0.1
-    ready {{.ReadyAddr}}
-    health {{.HealthAddr}}
-    prometheus {{.MetricsAddr}}
-    yurthosts {
-        kubeconfig {{.Kubeconfig}}
-    }
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
+// yurthostsThenKubernetes is onlyYurthosts followed by the kubernetes
+// plugin, which answers the PTR queries yurthosts hands on: the tunnel
+// Service's name for its current ClusterIP, NXDOMAIN for any other address.
+var yurthostsThenKubernetes = strings.TrimSuffix(onlyYurthosts, "}\n") + `    kubernetes cluster.local in-addr.arpa ip6.arpa {
         kubeconfig {{.Kubeconfig}}
     }
 }
