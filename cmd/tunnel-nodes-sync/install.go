@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -35,29 +36,57 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; $KUBECONFIG or in-cluster when empty")
 	fl.StringVar(&f.opts.ManifestsDir, "manifests-dir", "", "Local static pod manifests directory for the control-plane step (on a control-plane node: /etc/kubernetes/manifests)")
 	fl.StringVar(&f.opts.BackupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where manifest originals are kept; outside --manifests-dir, same filesystem")
-	fl.DurationVar(&f.opts.Timeout, "timeout", 5*time.Minute, "How long to wait for CoreDNS pods to become available")
+	fl.StringVar(&f.opts.NodeName, "node-name", hostname(), "The node whose kubelet runs --manifests-dir (its mirror pods are waited for after each manifest)")
+	fl.DurationVar(&f.opts.Timeout, "timeout", 5*time.Minute, "How long to wait for each change to be live (pods Ready, a restarted component back) before failing")
 	if withInstallFlags {
 		fl.BoolVar(&f.opts.DryRun, "dry-run", false, "Print a unified diff of every change and change nothing")
 		fl.StringSliceVar(&f.opts.Skip, "skip", nil, "Steps to skip: "+strings.Join(install.StepNames(), ","))
 		fl.StringVar(&f.opts.CoreDNSImage, "coredns-image", defaultCoreDNSImage, "Image of the CoreDNS DaemonSet (`make image` writes it)")
 		fl.StringVar(&f.opts.SyncImage, "sync-image", defaultSyncImage, "Image of tunnel-nodes-sync (`make image` writes it); also runs the control-plane Jobs")
 		fl.BoolVar(&f.opts.ControlPlaneJobs, "control-plane-jobs", false, "Patch the static pod manifests with a Job on each control-plane node (instead of --manifests-dir)")
+		testOnlyExtraFlag(cmd, &f.opts.TestOnlyExtraFlags)
 	}
+}
+
+// testOnlyExtraFlag registers the hidden --test-only-extra-flag
+// COMPONENT=FLAG: the real-cluster tests make a control-plane patch that
+// cannot come up with it, to see it rolled back. Not for users.
+func testOnlyExtraFlag(cmd *cobra.Command, into *map[string]string) {
+	cmd.Flags().StringToStringVar(into, "test-only-extra-flag", nil, "Test only: add FLAG to COMPONENT's patched command")
+	if err := cmd.Flags().MarkHidden("test-only-extra-flag"); err != nil {
+		panic(err)
+	}
+}
+
+// hostname is the node name a kubelet registers by default.
+func hostname() string {
+	h, _ := os.Hostname()
+	return strings.ToLower(h)
+}
+
+// newClient is install's client for a kubeconfig ("" : $KUBECONFIG or in-cluster).
+func newClient(kubeconfig string) (client.Client, error) {
+	cfg, err := loadRESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "tunnel-nodes-sync-install"
+	return client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
 }
 
 func (f *surgeryFlags) env() (*install.Env, error) {
 	if f.opts.ControlPlaneJobs && f.opts.ManifestsDir != "" {
 		return nil, fmt.Errorf("--control-plane-jobs and --manifests-dir exclude each other")
 	}
+	c, err := newClient(f.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := loadRESTConfig(f.kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	cfg.UserAgent = "tunnel-nodes-sync-install"
-	c, err := client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
-	if err != nil {
-		return nil, err
-	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err

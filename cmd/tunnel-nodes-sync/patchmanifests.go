@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install"
 
@@ -9,8 +10,10 @@ import (
 )
 
 func newPatchManifestsCommand() *cobra.Command {
-	var manifestsDir, backupDir string
+	var manifestsDir, backupDir, kubeconfig, nodeName string
 	var dryRun, revert bool
+	var timeout time.Duration
+	var extraFlags map[string]string
 	cmd := &cobra.Command{
 		Use:   "patch-manifests",
 		Short: "Edit the local kube-apiserver and kube-controller-manager static pod manifests",
@@ -19,8 +22,16 @@ func newPatchManifestsCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
+			opts := install.ManifestOptions{DryRun: dryRun, TestOnlyExtraFlags: extraFlags}
+			if kubeconfig != "" && !dryRun {
+				c, err := newClient(kubeconfig)
+				if err != nil {
+					return err
+				}
+				opts.Kubelet = &install.KubeletWait{Client: c, Node: nodeName, Timeout: timeout}
+			}
 			if revert {
-				restored, kept, err := install.RestoreManifests(manifestsDir, backupDir, dryRun)
+				restored, kept, err := install.RestoreManifests(cmd.Context(), manifestsDir, backupDir, opts)
 				if err != nil {
 					return err
 				}
@@ -35,21 +46,18 @@ func newPatchManifestsCommand() *cobra.Command {
 				}
 				return nil
 			}
-			changes, err := install.PatchManifests(manifestsDir, backupDir, dryRun)
-			if err != nil {
-				return err
-			}
+			changes, err := install.PatchManifests(cmd.Context(), manifestsDir, backupDir, opts)
 			for _, c := range changes {
 				switch {
 				case !c.Changed:
 					fmt.Fprintf(out, "%s: already applied\n", c.Path)
 				case dryRun:
 					fmt.Fprint(out, c.Diff)
-				default:
-					fmt.Fprintf(out, "%s: patched (original in %s)\n", c.Path, install.BackupPath(backupDir, c.Path))
+				case c.Note != "":
+					fmt.Fprintf(out, "%s: patched (original in %s); %s\n", c.Path, install.BackupPath(backupDir, c.Path), c.Note)
 				}
 			}
-			return nil
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -57,5 +65,10 @@ func newPatchManifestsCommand() *cobra.Command {
 	f.StringVar(&backupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where originals are kept; must be outside --manifests-dir, on the same filesystem")
 	f.BoolVar(&dryRun, "dry-run", false, "Print a unified diff of each change and write nothing")
 	f.BoolVar(&revert, "revert", false, "Restore the originals from --backup-dir where the manifests are still as patched")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "With it, wait after each manifest until the kubelet runs it (mirror pod with the new config hash, Ready), "+
+		"and restore the original of a patched component that does not come back within --timeout (e.g. /etc/kubernetes/admin.conf)")
+	f.StringVar(&nodeName, "node-name", hostname(), "This node's name (its mirror pods are COMPONENT-NODE)")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "How long to wait for each component to come back")
+	testOnlyExtraFlag(cmd, &extraFlags)
 	return cmd
 }

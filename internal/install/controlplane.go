@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -42,7 +44,8 @@ func controlPlaneStep() Step {
 			case env.Options.ManifestsDir == "":
 				return Result{Summary: noManifestsDir}, nil
 			}
-			plan, err := PatchManifests(env.Options.ManifestsDir, env.Options.BackupDir, true)
+			plan, err := PatchManifests(ctx, env.Options.ManifestsDir, env.Options.BackupDir,
+				ManifestOptions{DryRun: true, TestOnlyExtraFlags: env.Options.TestOnlyExtraFlags})
 			if err != nil {
 				return Result{}, err
 			}
@@ -65,8 +68,16 @@ func controlPlaneStep() Step {
 			if err := ss.persist(ctx); err != nil {
 				return Result{}, err
 			}
-			_, err = PatchManifests(env.Options.ManifestsDir, env.Options.BackupDir, false)
-			return res, err
+			done, err := PatchManifests(ctx, env.Options.ManifestsDir, env.Options.BackupDir, env.manifestOptions())
+			for _, c := range done {
+				if c.Note != "" {
+					res.Summary += "\n    " + filepath.Base(c.Path) + ": " + c.Note
+				}
+			}
+			if err != nil {
+				return Result{}, err
+			}
+			return res, waitAPIServerReady(ctx, env)
 		},
 		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
 			if _, ok := ss.Records["jobs"]; ok {
@@ -76,9 +87,14 @@ func controlPlaneStep() Step {
 			if !ok {
 				return Result{Summary: "nothing to restore"}, nil
 			}
-			restored, kept, err := RestoreManifests(rec.Before, rec.After, env.Options.DryRun)
+			restored, kept, err := RestoreManifests(ctx, rec.Before, rec.After, env.manifestOptions())
 			if err != nil {
 				return Result{}, err
+			}
+			if len(restored) > 0 && !env.Options.DryRun {
+				if err := waitAPIServerReady(ctx, env); err != nil {
+					return Result{}, err
+				}
 			}
 			summary := "restored " + strings.Join(restored, ", ")
 			if len(restored) == 0 {
@@ -100,7 +116,7 @@ func controlPlaneStep() Step {
 			if dir == "" {
 				return NotApplied, "no --manifests-dir to check", nil
 			}
-			plan, err := PatchManifests(dir, "", true)
+			plan, err := PatchManifests(ctx, dir, "", ManifestOptions{DryRun: true})
 			if err != nil {
 				return Drifted, err.Error(), nil
 			}
@@ -150,12 +166,21 @@ func controlPlaneNodes(ctx context.Context, env *Env) ([]string, error) {
 
 // manifestJob runs `patch-manifests` (or its revert) on one node with the
 // host's /etc/kubernetes mounted.
-func manifestJob(node, action, image string) *batchv1.Job {
+func manifestJob(node, action, image string, o Options) *batchv1.Job {
 	sum := sha256.Sum256([]byte(node))
 	name := fmt.Sprintf("yurtdns-%s-manifests-%s", action, hex.EncodeToString(sum[:])[:10])
-	args := []string{"patch-manifests", "--manifests-dir", jobMount + "/manifests", "--backup-dir", jobMount + "/yurtdns-backup"}
+	// The Job waits for its node's kubelet to run each manifest, reading the
+	// mirror pods with the node's admin kubeconfig (it has the host's
+	// /etc/kubernetes anyway), and rolls back a patch that does not come up.
+	args := []string{"patch-manifests", "--manifests-dir", jobMount + "/manifests", "--backup-dir", jobMount + "/yurtdns-backup",
+		"--kubeconfig", jobMount + "/admin.conf", "--node-name", node, "--timeout", o.Timeout.String()}
 	if action == "restore" {
 		args = append(args, "--revert")
+	}
+	for _, c := range slices.Sorted(maps.Keys(o.TestOnlyExtraFlags)) {
+		if action == "patch" {
+			args = append(args, "--test-only-extra-flag", c+"="+o.TestOnlyExtraFlags[c])
+		}
 	}
 	// No retry inside the Job: a failure is reported at once, and
 	// patch-manifests is idempotent, so running install (or revert) again
@@ -229,7 +254,7 @@ func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string
 	var res Result
 	var jobs []*unstructured.Unstructured
 	for _, n := range nodes {
-		job := toUnstructured(manifestJob(n, action, image), "batch/v1", "Job")
+		job := toUnstructured(manifestJob(n, action, image, env.Options), "batch/v1", "Job")
 		created, diff, err := ensureCreated(ctx, env, ss, job)
 		if err != nil {
 			return Result{}, err
@@ -248,6 +273,11 @@ func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string
 		if err := waitJobComplete(ctx, env, j.GetName()); err != nil {
 			return Result{}, err
 		}
+	}
+	// Each Job waited for its node's kubelet; the apiserver this client
+	// reaches may be a restarted one.
+	if err := waitAPIServerReady(ctx, env); err != nil {
+		return Result{}, err
 	}
 	if action == "restore" {
 		// Both sets of Jobs have done their work.
@@ -280,7 +310,7 @@ func jobImage(env *Env, ss *stepState, action string) (string, error) {
 // recorded) that still exist.
 func waitRecordedPatchJobs(ctx context.Context, env *Env, ss *stepState, nodes []string, image string) error {
 	for _, n := range nodes {
-		job := toUnstructured(manifestJob(n, "patch", image), "batch/v1", "Job")
+		job := toUnstructured(manifestJob(n, "patch", image, env.Options), "batch/v1", "Job")
 		if rec, ok := ss.Records[objectKey(job)]; !ok || !rec.Created {
 			continue
 		}

@@ -24,7 +24,7 @@ func TestRestoreJobsUseTheRecordedImage(t *testing.T) {
 		ss := newStepState()
 		ss.Records["jobs"] = record{After: "master-1"}
 		ss.Records[jobImageRecord] = record{After: "registry.local/tunnel-nodes-sync:v1"}
-		restore := manifestJob("master-1", "restore", "").Name
+		restore := manifestJob("master-1", "restore", "", Options{}).Name
 		done := make(chan error, 1)
 		go func() { _, err := controlPlaneStep().Revert(ctx, env, ss); done <- err }()
 		job := &batchv1.Job{}
@@ -48,7 +48,7 @@ func TestRestoreJobsUseTheRecordedImage(t *testing.T) {
 // condition.
 func TestJobFailureReportedAtOnce(t *testing.T) {
 	ctx := context.Background()
-	job := manifestJob("master-1", "restore", "tunnel-nodes-sync:test")
+	job := manifestJob("master-1", "restore", "tunnel-nodes-sync:test", Options{})
 	if job.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever || *job.Spec.BackoffLimit != 0 {
 		t.Errorf("the Job retries (restartPolicy %s, backoffLimit %d): a failure would show only after the retries", job.Spec.Template.Spec.RestartPolicy, *job.Spec.BackoffLimit)
 	}

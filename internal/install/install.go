@@ -26,7 +26,20 @@ type Options struct {
 	BackupDir    string
 	// ControlPlaneJobs runs patch-manifests in a Job on each control-plane node.
 	ControlPlaneJobs bool
-	Timeout          time.Duration
+	// NodeName is the node whose kubelet runs ManifestsDir: install waits
+	// for its mirror pods after each manifest it writes.
+	NodeName string
+	Timeout  time.Duration
+	// TestOnlyExtraFlags (hidden --test-only-extra-flag) adds a flag to a
+	// component's patched command, so tests can make a patch that does not
+	// come up and see it rolled back.
+	TestOnlyExtraFlags map[string]string
+}
+
+// manifestOptions writes the control-plane manifests live: each waited for.
+func (e *Env) manifestOptions() ManifestOptions {
+	return ManifestOptions{DryRun: e.Options.DryRun, TestOnlyExtraFlags: e.Options.TestOnlyExtraFlags,
+		Kubelet: &KubeletWait{Client: e.Client, Node: e.Options.NodeName, Timeout: e.Options.Timeout}}
 }
 
 // Env is what every step works with.
@@ -122,7 +135,7 @@ func Install(ctx context.Context, env *Env, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st.bind(env.Client, env.Options.DryRun)
+	st.bind(env.Client, env.Options.DryRun, env.Options.Timeout)
 	for _, step := range Steps() {
 		if slices.Contains(env.Options.Skip, step.Name) {
 			fmt.Fprintf(out, "[%s] skipped\n", step.Name)
@@ -138,7 +151,7 @@ func Install(ctx context.Context, env *Env, out io.Writer) error {
 			continue
 		}
 		ss.Applied = true
-		if err := st.save(ctx, env.Client); err != nil {
+		if err := st.persist(ctx); err != nil {
 			return err
 		}
 	}
@@ -151,7 +164,7 @@ func Revert(ctx context.Context, env *Env, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st.bind(env.Client, env.Options.DryRun)
+	st.bind(env.Client, env.Options.DryRun, env.Options.Timeout)
 	steps := Steps()
 	slices.Reverse(steps)
 	for _, step := range steps {
@@ -171,7 +184,7 @@ func Revert(ctx context.Context, env *Env, out io.Writer) error {
 			continue
 		}
 		delete(st.steps, step.Name)
-		if err := st.save(ctx, env.Client); err != nil {
+		if err := st.persist(ctx); err != nil {
 			return err
 		}
 	}

@@ -210,14 +210,14 @@ func TestControlPlaneJobsRevertWaitsForPatchJobs(t *testing.T) {
 	ctx := context.Background()
 	const image = "example/tunnel-nodes-sync:test"
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-1", Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}}}
-	patch := manifestJob("master-1", "patch", image)
+	patch := manifestJob("master-1", "patch", image, Options{})
 	c := fake.NewClientBuilder().WithObjects(node, patch).WithStatusSubresource(&batchv1.Job{}).Build()
 	env := &Env{Client: c, Options: Options{Timeout: 300 * time.Millisecond, ControlPlaneJobs: true, SyncImage: image}}
 	ss := newStepState()
 	ss.Records["jobs"] = record{After: "master-1"}
 	ss.Records[objectKey(toUnstructured(patch, "batch/v1", "Job"))] = record{Created: true}
 	step := controlPlaneStep()
-	restoreName := manifestJob("master-1", "restore", image).Name
+	restoreName := manifestJob("master-1", "restore", image, Options{}).Name
 
 	if _, err := step.Revert(ctx, env, ss); err == nil || !strings.Contains(err.Error(), "patch Job "+patch.Name) {
 		t.Fatalf("revert with the patch Job running: %v; want it to wait for it and fail", err)

@@ -1,11 +1,13 @@
 package install
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
@@ -13,14 +15,15 @@ import (
 
 // ManifestPatch is one static pod manifest and the edit install makes to it.
 type ManifestPatch struct {
-	File  string // base name in the manifests directory
-	Patch func([]byte) ([]byte, bool, error)
+	Component string // the static pod's name; the file is Component.yaml
+	Patch     func([]byte) ([]byte, bool, error)
 }
 
-// ControlPlanePatches are the manifest edits of the control-plane step.
+// ControlPlanePatches are the manifest edits of the control-plane step, in
+// the order they are applied (each live before the next).
 var ControlPlanePatches = []ManifestPatch{
-	{File: "kube-controller-manager.yaml", Patch: PatchControllerManager},
-	{File: "kube-apiserver.yaml", Patch: PatchAPIServer},
+	{Component: "kube-controller-manager", Patch: PatchControllerManager},
+	{Component: "kube-apiserver", Patch: PatchAPIServer},
 }
 
 // ManifestChange is the outcome for one file.
@@ -28,6 +31,18 @@ type ManifestChange struct {
 	Path    string
 	Changed bool
 	Diff    string // unified diff; empty when unchanged
+	Note    string // what was waited for after the write
+}
+
+// ManifestOptions tune PatchManifests and RestoreManifests.
+type ManifestOptions struct {
+	DryRun bool
+	// Kubelet, when set, waits after each write until the kubelet runs the
+	// new manifest (and rolls a patch back that does not come up).
+	Kubelet *KubeletWait
+	// TestOnlyExtraFlags adds a flag to a component's command in the patch
+	// (component → flag): tests make a patch that cannot come up with it.
+	TestOnlyExtraFlags map[string]string
 }
 
 // PatchManifests edits the static pod manifests in manifestsDir. Every file
@@ -37,17 +52,21 @@ type ManifestChange struct {
 // and the new content is written to a temp file in backupDir and renamed into
 // place, so the kubelet never sees a half-written manifest, and nothing but
 // the manifests themselves is ever inside manifestsDir (the kubelet runs
-// every file there). With dryRun nothing is written.
-func PatchManifests(manifestsDir, backupDir string, dryRun bool) ([]ManifestChange, error) {
+// every file there). With o.Kubelet each patched component runs before the
+// next file is written, and one that does not come back gets its original
+// back and stops the run. With o.DryRun nothing is written.
+func PatchManifests(ctx context.Context, manifestsDir, backupDir string, o ManifestOptions) ([]ManifestChange, error) {
 	type planned struct {
+		component string
 		path      string
 		old, next []byte
 		mode      fs.FileMode
+		change    *ManifestChange
 	}
 	var plan []planned
 	var changes []ManifestChange
 	for _, mp := range ControlPlanePatches {
-		path := filepath.Join(manifestsDir, mp.File)
+		path := filepath.Join(manifestsDir, mp.Component+".yaml")
 		old, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", path, err)
@@ -57,17 +76,19 @@ func PatchManifests(manifestsDir, backupDir string, dryRun bool) ([]ManifestChan
 			return nil, err
 		}
 		next, changed, err := mp.Patch(old)
+		if flag, ok := o.TestOnlyExtraFlags[mp.Component]; ok && err == nil && changed {
+			next, err = addFlag(next, mp.Component, flag)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w (nothing was changed)", path, err)
 		}
-		c := ManifestChange{Path: path, Changed: changed}
+		changes = append(changes, ManifestChange{Path: path, Changed: changed})
 		if changed {
-			c.Diff = unifiedDiff(path, old, next)
-			plan = append(plan, planned{path: path, old: old, next: next, mode: info.Mode().Perm()})
+			changes[len(changes)-1].Diff = unifiedDiff(path, old, next)
+			plan = append(plan, planned{component: mp.Component, path: path, old: old, next: next, mode: info.Mode().Perm()})
 		}
-		changes = append(changes, c)
 	}
-	if dryRun || len(plan) == 0 {
+	if o.DryRun || len(plan) == 0 {
 		return changes, nil
 	}
 	if err := checkOutside(manifestsDir, backupDir); err != nil {
@@ -83,9 +104,11 @@ func PatchManifests(manifestsDir, backupDir string, dryRun bool) ([]ManifestChan
 				return nil, fmt.Errorf("backing up %s: %w", p.path, err)
 			}
 		}
-		if err := writeAtomic(backupDir, p.path, p.next, p.mode); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", p.path, err)
+		note, err := o.Kubelet.replace(ctx, p.component, backupDir, p.path, p.next, p.old, p.mode)
+		if err != nil {
+			return changes, fmt.Errorf("writing %s: %w", p.path, err)
 		}
+		changes[slices.IndexFunc(changes, func(c ManifestChange) bool { return c.Path == p.path })].Note = note
 	}
 	return changes, nil
 }
@@ -153,9 +176,10 @@ func unifiedDiff(path string, old, next []byte) string {
 // RestoreManifests puts back each original kept in backupDir while the
 // manifest is still exactly what install wrote; a manifest changed since is
 // left alone and named in kept.
-func RestoreManifests(manifestsDir, backupDir string, dryRun bool) (restored, kept []string, err error) {
+// With o.Kubelet each restored component runs before the next file.
+func RestoreManifests(ctx context.Context, manifestsDir, backupDir string, o ManifestOptions) (restored, kept []string, err error) {
 	for _, mp := range ControlPlanePatches {
-		path := filepath.Join(manifestsDir, mp.File)
+		path := filepath.Join(manifestsDir, mp.Component+".yaml")
 		orig, err := os.ReadFile(BackupPath(backupDir, path))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // install never changed this one
@@ -178,12 +202,12 @@ func RestoreManifests(manifestsDir, backupDir string, dryRun bool) (restored, ke
 			kept = append(kept, path)
 			continue
 		}
-		if !dryRun {
+		if !o.DryRun {
 			info, err := os.Stat(path)
 			if err != nil {
 				return nil, nil, err
 			}
-			if err := writeAtomic(backupDir, path, orig, info.Mode().Perm()); err != nil {
+			if _, err := o.Kubelet.replace(ctx, mp.Component, backupDir, path, orig, nil, info.Mode().Perm()); err != nil {
 				return nil, nil, fmt.Errorf("restoring %s: %w", path, err)
 			}
 		}

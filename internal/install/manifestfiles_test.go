@@ -1,6 +1,7 @@
 package install
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,7 @@ func kubeadmDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	for _, mp := range ControlPlanePatches {
-		if err := os.WriteFile(filepath.Join(dir, mp.File), readFixture(t, mp.File), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, mp.Component+".yaml"), readFixture(t, mp.Component+".yaml"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,7 +43,7 @@ func TestPatchManifests(t *testing.T) {
 	before := dirFiles(t, dir)
 
 	// Dry run: diffs name each change, nothing is written.
-	changes, err := PatchManifests(dir, backups, true)
+	changes, err := PatchManifests(context.Background(), dir, backups, ManifestOptions{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestPatchManifests(t *testing.T) {
 	}
 
 	// Apply: only the two manifests in the directory; originals backed up outside.
-	if _, err := PatchManifests(dir, backups, false); err != nil {
+	if _, err := PatchManifests(context.Background(), dir, backups, ManifestOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	after := dirFiles(t, dir)
@@ -84,7 +85,7 @@ func TestPatchManifests(t *testing.T) {
 	}
 
 	// Again: nothing changes; the first originals stay the backups.
-	changes, err = PatchManifests(dir, backups, false)
+	changes, err = PatchManifests(context.Background(), dir, backups, ManifestOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestPatchManifestsAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dirFiles(t, dir)
-	_, err := PatchManifests(dir, filepath.Join(t.TempDir(), "backup"), false)
+	_, err := PatchManifests(context.Background(), dir, filepath.Join(t.TempDir(), "backup"), ManifestOptions{})
 	if err == nil || !strings.Contains(err.Error(), "not a Pod") {
 		t.Fatalf("want a clear error, got %v", err)
 	}
@@ -115,7 +116,7 @@ func TestPatchManifestsAllOrNothing(t *testing.T) {
 		t.Error("kube-controller-manager.yaml was written although kube-apiserver.yaml is unexpected")
 	}
 	good := kubeadmDir(t)
-	if _, err := PatchManifests(good, filepath.Join(good, "backup"), false); err == nil || !strings.Contains(err.Error(), "inside the manifests directory") {
+	if _, err := PatchManifests(context.Background(), good, filepath.Join(good, "backup"), ManifestOptions{}); err == nil || !strings.Contains(err.Error(), "inside the manifests directory") {
 		t.Errorf("want an error for a backup directory inside the manifests directory, got %v", err)
 	}
 	if files := dirFiles(t, good); len(files) != 2 {

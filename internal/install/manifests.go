@@ -152,6 +152,17 @@ func PatchControllerManager(manifest []byte) (out []byte, changed bool, err erro
 	return out, true, err
 }
 
+// addFlag appends a flag to a component's command: the test-only hook that
+// makes a patch the component cannot start with (--test-only-extra-flag).
+func addFlag(manifest []byte, component, flag string) ([]byte, error) {
+	p, err := parseStaticPod(manifest, component)
+	if err != nil {
+		return nil, err
+	}
+	p.command.Content = append(p.command.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: flag})
+	return p.encode()
+}
+
 // PatchAPIServer makes a kube-apiserver manifest reach kubelets by host name
 // first, resolved by cluster DNS (dnsPolicy ClusterFirstWithHostNet).
 func PatchAPIServer(manifest []byte) (out []byte, changed bool, err error) {

@@ -199,7 +199,7 @@ func TestLeastPrivilegeSecurityContext(t *testing.T) {
 
 	// The exception: control-plane Jobs run as root, and nothing more.
 	for _, action := range []string{"patch", "restore"} {
-		job := manifestJob("master-1", action, "yurtdns/tunnel-nodes-sync:latest")
+		job := manifestJob("master-1", action, "yurtdns/tunnel-nodes-sync:latest", Options{})
 		spec := job.Spec.Template.Spec
 		for _, c := range spec.Containers {
 			where := fmt.Sprintf("control-plane Job %s, container %s", job.Name, c.Name)

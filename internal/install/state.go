@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
@@ -66,7 +67,6 @@ func (s *state) step(name string) *stepState {
 
 func loadState(ctx context.Context, c client.Client) (*state, error) {
 	s := &state{steps: map[string]*stepState{}}
-	s.bind(c, false)
 	cm := &corev1.ConfigMap{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: tunnelnodes.Namespace, Name: StateConfigMap}, cm)
 	if apierrors.IsNotFound(err) {
@@ -87,12 +87,14 @@ func loadState(ctx context.Context, c client.Client) (*state, error) {
 }
 
 // bind gives the steps a way to save the state; a dry run saves nothing.
-func (s *state) bind(c client.Client, dryRun bool) {
+// A save waits out an apiserver that is away (the control-plane step
+// restarts it) for up to timeout.
+func (s *state) bind(c client.Client, dryRun bool, timeout time.Duration) {
 	s.persist = func(ctx context.Context) error {
 		if dryRun {
 			return nil
 		}
-		return s.save(ctx, c)
+		return retryWhileAway(ctx, timeout, "saving install state", func(ctx context.Context) error { return s.save(ctx, c) })
 	}
 }
 
