@@ -169,7 +169,7 @@ func TestInstallInterrupted(t *testing.T) {
 	t.Run("revert-after-kill", func(t *testing.T) {
 		lane(t, func(run func(string, func(*testing.T, *interruptCluster))) {
 			run("kube-proxy", func(t *testing.T, c *interruptCluster) {
-				c.kill(t, "install", slices.Index(steps, "kube-proxy"), midStep)
+				c.kill(t, "install", slices.Index(steps, "kube-proxy"), midStep, nil)
 				if restored, lost := c.revert(t, c.Kubeconfig); !restored || lost > 0 {
 					t.Errorf("revert straight after the kill: %d values not restored", lost)
 				}
@@ -195,7 +195,7 @@ func TestInstallInterrupted(t *testing.T) {
 						var res interruptResult
 						defer count(installAfterRevert, at.point, &res)
 						c.install(t)
-						c.kill(t, "revert", slices.Index(steps, at.step), at.point)
+						c.kill(t, "revert", slices.Index(steps, at.step), at.point, nil)
 						c.rerunInstall(t, c.kubeProxy(t).Generation, &res)
 						restored, lost := c.revert(t, c.Kubeconfig)
 						res.restored, res.lost = restored, res.lost+lost
@@ -258,7 +258,7 @@ type interruptResult struct {
 func (c *interruptCluster) interrupt(t *testing.T, i int, point string, res *interruptResult) {
 	step := install.StepNames()[i]
 	gen0 := c.kubeProxy(t).Generation
-	c.kill(t, "install", i, point)
+	c.kill(t, "install", i, point, nil)
 	if point == midStep {
 		// Revert would undo the part of the step done so far too.
 		if out, err := c.run(t, "revert", "--dry-run"); err != nil || !strings.Contains(out, "["+step+"] would: ") {
@@ -325,16 +325,18 @@ func (c *interruptCluster) interruptRevert(t *testing.T, i int, point string, re
 	c.install(t)
 	// In the middle of coredns-daemonset the kill comes right after the
 	// Deployment was scaled back, before its pods are up (the stand-in
-	// controllers pause): revert run again must wait for them before the
+	// controllers pause as the step begins; kube-proxy's restart before it
+	// needs them): revert run again must wait for them before the
 	// DaemonSet goes, and keep the DaemonSet when they do not come up.
 	// (A failed case leaves the controllers paused: its cluster is not reused.)
 	keepsDNS := step == "coredns-daemonset" && point == midStep
 	resume := func() {}
+	var onArm func()
 	if keepsDNS {
-		resume = c.pauseControllers()
+		onArm = func() { resume = c.pauseControllers() }
 	}
 	gen0 := c.kubeProxy(t).Generation
-	killed := c.kill(t, "revert", i, point)
+	killed := c.kill(t, "revert", i, point, onArm)
 	if keepsDNS {
 		out, err := c.run(t, "revert", "--timeout", "1s")
 		if err == nil || !strings.Contains(out, "Deployment coredns not available after 1s") {
@@ -347,7 +349,7 @@ func (c *interruptCluster) interruptRevert(t *testing.T, i int, point string, re
 	}
 
 	// Revert again, through a proxy that only records the writes.
-	rerun := newKillProxy(t, c.ControlPlane, "revert", "", "")
+	rerun := newKillProxy(t, c.ControlPlane, "revert", "", "", nil)
 	restored, lost := c.revert(t, rerun.kubeconfig)
 	res.restored, res.lost = restored, lost
 
@@ -396,11 +398,11 @@ func (c *interruptCluster) kubeProxy(t *testing.T) *appsv1.DaemonSet {
 // kill runs cmd (install or revert) through a killProxy, checks it died at
 // point of step steps[i], and returns the proxy (with the writes the command
 // made).
-func (c *interruptCluster) kill(t *testing.T, cmd string, i int, point string) *killProxy {
+func (c *interruptCluster) kill(t *testing.T, cmd string, i int, point string, onArm func()) *killProxy {
 	t.Helper()
 	steps := install.StepNames()
 	step := steps[i]
-	kp := newKillProxy(t, c.ControlPlane, cmd, step, point)
+	kp := newKillProxy(t, c.ControlPlane, cmd, step, point, onArm)
 	args := installFlags
 	if cmd != "install" {
 		args = []string{cmd}
@@ -601,11 +603,13 @@ type killProxy struct {
 
 	mu     sync.Mutex
 	armed  bool     // midStep: the step has begun, its next write is the step's
+	// onArm runs once when the step begins (before its first write is sent).
+	onArm func()
 	killed string   // where, once killed
 	writes []string // the writes the apiserver accepted, "METHOD path"
 }
 
-func newKillProxy(t *testing.T, cp *harness.ControlPlane, cmd, step, point string) *killProxy {
+func newKillProxy(t *testing.T, cp *harness.ControlPlane, cmd, step, point string, onArm func()) *killProxy {
 	t.Helper()
 	base, err := rest.TransportFor(cp.Config)
 	if err != nil {
@@ -618,7 +622,7 @@ func newKillProxy(t *testing.T, cp *harness.ControlPlane, cmd, step, point strin
 	if target.Scheme == "" {
 		target, _ = url.Parse("https://" + cp.Config.Host)
 	}
-	kp := &killProxy{process: make(chan *harness.Process, 1), cp: cp, base: base, cmd: cmd, step: step, point: point}
+	kp := &killProxy{process: make(chan *harness.Process, 1), cp: cp, base: base, cmd: cmd, step: step, point: point, onArm: onArm}
 	srv := httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
 		Transport: kp,
@@ -666,6 +670,9 @@ func (kp *killProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	if mutating && kp.point == midStep && !kp.armed {
 		// The step has begun, and nothing of it is written yet: this is its first write.
 		_, kp.armed = kp.progress(req.Context())
+		if kp.armed && kp.onArm != nil {
+			kp.onArm()
+		}
 	}
 	if kp.armed && stateWrite && kp.step == "control-plane" {
 		// The step wrote what it writes outside the apiserver (manifest
