@@ -600,11 +600,11 @@ type killProxy struct {
 	base        http.RoundTripper
 	cmd         string // install or revert
 	step, point string
+	// onArm runs once when the step begins (before its first write is sent).
+	onArm func()
 
 	mu     sync.Mutex
 	armed  bool     // midStep: the step has begun, its next write is the step's
-	// onArm runs once when the step begins (before its first write is sent).
-	onArm func()
 	killed string   // where, once killed
 	writes []string // the writes the apiserver accepted, "METHOD path"
 }
