@@ -29,6 +29,10 @@ import (
 
 const pollInterval = 200 * time.Millisecond
 
+// authStartupGrace is how long a 401/403 is taken for an apiserver still
+// starting up rather than an answer (a variable for the unit test).
+var authStartupGrace = 20 * time.Second
+
 const (
 	templateGenerationAnnotation = "deprecated.daemonset.template.generation"
 	templateGenerationLabel      = "pod-template-generation"
@@ -43,6 +47,7 @@ type condition func(ctx context.Context) (done bool, progress string, err error)
 // wait. The error on timeout is "<what> after <timeout> (<last progress>)".
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond condition) error {
 	var last string
+	var deniedSince time.Time
 	// The calls get ctx, not the poll's deadline: a call cut short by the
 	// deadline (or by the client's rate limiter foreseeing it) is a timeout,
 	// which the poll reports, not an error of the call.
@@ -51,6 +56,20 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond condi
 		if err != nil && apiserverAway(err) {
 			last = "apiserver unreachable: " + err.Error()
 			return false, nil
+		}
+		if err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)) {
+			// Seen on a real cluster: kube-apiserver just restarted by the
+			// control-plane step denied the admin for a moment (its RBAC
+			// caches not yet synced). Denied for longer is the answer.
+			if deniedSince.IsZero() {
+				deniedSince = time.Now()
+			}
+			if time.Since(deniedSince) < authStartupGrace {
+				last = "apiserver starting: " + err.Error()
+				return false, nil
+			}
+		} else {
+			deniedSince = time.Time{}
 		}
 		last = progress
 		return done, err
