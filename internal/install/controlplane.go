@@ -255,6 +255,11 @@ func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string
 	var jobs []*unstructured.Unstructured
 	for _, n := range nodes {
 		job := toUnstructured(manifestJob(n, action, image, env.Options), "batch/v1", "Job")
+		if !env.Options.DryRun {
+			if err := deleteFailedJob(ctx, env, job.GetName()); err != nil {
+				return Result{}, err
+			}
+		}
 		created, diff, err := ensureCreated(ctx, env, ss, job)
 		if err != nil {
 			return Result{}, err
@@ -292,6 +297,32 @@ func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string
 	}
 	res.Summary += ": completed"
 	return res, nil
+}
+
+// deleteFailedJob deletes a Job that a failed install or revert left, so
+// that running it again is the retry (the Jobs themselves never retry).
+func deleteFailedJob(ctx context.Context, env *Env, name string) error {
+	var job batchv1.Job
+	err := env.Client.Get(ctx, key(name), &job)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	failed := slices.ContainsFunc(job.Status.Conditions, func(c batchv1.JobCondition) bool {
+		return c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue
+	})
+	if !failed {
+		return nil
+	}
+	if err := env.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting the failed Job %s: %w", name, err)
+	}
+	return waitFor(ctx, env.Options.Timeout, "failed Job "+name+" not gone", func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, key(name), &batchv1.Job{})
+		return apierrors.IsNotFound(err), "", client.IgnoreNotFound(err)
+	})
 }
 
 // jobImageRecord keeps the image the patch Jobs ran: one the cluster has.
