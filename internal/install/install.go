@@ -172,6 +172,11 @@ func Revert(ctx context.Context, env *Env, out io.Writer) error {
 		// interrupted in (killed, or failed): what it did so far is undone too.
 		if ss, ok := st.steps[step.Name]; !ok || (!ss.Applied && len(ss.Records) == 0) {
 			fmt.Fprintf(out, "[%s] not applied: nothing to revert\n", step.Name)
+			if !env.Options.DryRun {
+				// An entry without records (a step that did not apply) holds
+				// nothing to undo; left there it would keep the state alive.
+				delete(st.steps, step.Name)
+			}
 			continue
 		}
 		ss := st.step(step.Name)
