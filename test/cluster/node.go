@@ -337,3 +337,22 @@ func (n *Node) ProcessOfContainer(id string) (int, error) {
 
 // Netns is the node's network namespace (ip netns exec NETNS ...).
 func (n *Node) Netns() string { return n.netns }
+
+// PodLogs reads what the containers of a pod on the node have logged, from
+// the kubelet's log files (/var/log/pods), without the apiserver.
+func (n *Node) PodLogs(namespace, pod string) (string, error) {
+	dirs, _ := filepath.Glob(filepath.Join(n.StateDir("var/log/pods"), namespace+"_"+pod+"_*"))
+	if len(dirs) == 0 {
+		return "", fmt.Errorf("no logs of pod %s/%s on %s", namespace, pod, n.Name)
+	}
+	files, _ := filepath.Glob(filepath.Join(dirs[0], "*", "*.log"))
+	var logs strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		logs.Write(data)
+	}
+	return logs.String(), nil
+}

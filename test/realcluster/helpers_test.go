@@ -1,6 +1,7 @@
 package realcluster
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -22,13 +23,28 @@ import (
 )
 
 // runSync runs tunnel-nodes-sync with the admin kubeconfig, as a user on a
-// laptop would, and returns its output.
+// laptop would, and returns its output; the log shows when each line came,
+// to set beside the DNS probe's failures.
 func runSync(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(syncBin, append(args, "--kubeconfig", kc.Kubeconfig)...)
-	out, err := cmd.CombinedOutput()
-	t.Logf("tunnel-nodes-sync %s:\n%s", strings.Join(args, " "), out)
-	return string(out), err
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out, timed strings.Builder
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() {
+		fmt.Fprintln(&out, sc.Text())
+		fmt.Fprintf(&timed, "%s %s\n", time.Now().Format("15:04:05.000"), sc.Text())
+	}
+	err = cmd.Wait()
+	t.Logf("tunnel-nodes-sync %s:\n%s", strings.Join(args, " "), timed.String())
+	return out.String(), err
 }
 
 // dnsProbe asks the kube-dns Service from every node every 100 ms, as the

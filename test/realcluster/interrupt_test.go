@@ -28,6 +28,10 @@ func TestInstallWithNotReadyNode(t *testing.T) {
 	}()
 	waitNodeReady(t, "worker-1", false, 2*time.Minute)
 
+	stockCorefile, err := cs.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "coredns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	stockLogs := followStockCoreDNS(t)
 	probe := startDNSProbe([]*cluster.Node{kc.Master()})
 	out, err := runSync(t, "install", "--skip", "control-plane")
@@ -44,6 +48,9 @@ func TestInstallWithNotReadyNode(t *testing.T) {
 				t.Errorf("stock CoreDNS pod %s logged %q:\n%s", pod, bad, logs)
 			}
 		}
+	}
+	if now, err := cs.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "coredns", metav1.GetOptions{}); err != nil || now.ResourceVersion != stockCorefile.ResourceVersion {
+		t.Errorf("the stock coredns ConfigMap was written during install (%v)", err)
 	}
 	if _, err := runSync(t, "revert"); err != nil {
 		t.Fatalf("revert: %v", err)
@@ -151,7 +158,8 @@ func followStockCoreDNS(t *testing.T) func() map[string]string {
 	}
 	followers := map[string]follower{}
 	for _, p := range pods.Items {
-		if len(p.OwnerReferences) == 0 || p.OwnerReferences[0].Kind != "ReplicaSet" || !podReady(&p) {
+		// kubectl logs reaches pods on Ready nodes only (the kubelet serves them).
+		if len(p.OwnerReferences) == 0 || p.OwnerReferences[0].Kind != "ReplicaSet" || !podReady(&p) || p.Spec.NodeName != kc.Master().Name {
 			continue
 		}
 		f := follower{cmd: exec.Command(kc.KubectlPath(), "--kubeconfig", kc.Kubeconfig, "-n", "kube-system", "logs", "-f", p.Name), out: &strings.Builder{}}

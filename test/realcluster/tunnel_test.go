@@ -1,0 +1,281 @@
+package realcluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/image"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const standinImage = "docker.io/yurtdns/tunnel-standin:test"
+
+// TestTunnelPath is the OpenYurt story end to end: the apiserver reaches an
+// edge node's kubelet, and a client an edge node's exporter, by node name
+// through the tunnel Service — behind which runs test/tunnelstandin, a
+// stand-in for yurt-tunnel-server that forwards by TLS SNI.
+func TestTunnelPath(t *testing.T) {
+	ctx := context.Background()
+	importStandin(t)
+	svc := tunnelService()
+	svc.Spec.Selector = map[string]string{"app": "tunnel-standin"}
+	if _, err := cs.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer deleteTunnelService(t)
+	setServerConfigPorts(t, "")
+	defer cs.CoreV1().ConfigMaps("kube-system").Delete(ctx, tunnelnodes.ServerConfigName, metav1.DeleteOptions{})
+
+	if _, err := runSync(t, "install", "--control-plane-jobs"); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	defer func() {
+		if _, err := runSync(t, "revert"); err != nil {
+			t.Errorf("revert: %v", err)
+		}
+	}()
+	var nodes []string
+	for _, n := range kc.Nodes {
+		nodes = append(nodes, n.Name+"="+n.IP)
+	}
+	runPod(t, "tunnel-standin", kc.Master().Name, true, map[string]string{"app": "tunnel-standin"},
+		"serve", "--nodes", strings.Join(nodes, ","))
+	runPod(t, "standin-exporter", "worker-1", true, nil, "exporter", "--addr", ":9100", "--name", "worker-1")
+	waitTunnelEndpoints(t)
+
+	t.Run("kubectl logs and exec on an edge node through the tunnel", func(t *testing.T) {
+		pod := podOn(t, "k8s-app=kube-proxy", "worker-1")
+		before := standinConnections(t)["worker-1"]["10250"]
+		logs, err := kc.Kubectl(ctx, "-n", "kube-system", "logs", pod, "--tail=3")
+		if err != nil || strings.TrimSpace(logs) == "" {
+			t.Errorf("kubectl logs %s on worker-1: %v %q", pod, err, logs)
+		}
+		out, err := kc.Kubectl(ctx, "-n", "kube-system", "exec", pod, "--", "/usr/local/bin/kube-proxy", "--version")
+		if err != nil || !strings.Contains(out, "v1.37.1") {
+			t.Errorf("kubectl exec %s on worker-1: %v %q", pod, err, out)
+		}
+		after := standinConnections(t)["worker-1"]["10250"]
+		t.Logf("the stand-in forwarded %d connection(s) to worker-1:10250 for kubectl logs and exec", after-before)
+		if after-before < 2 {
+			t.Errorf("the stand-in saw %d connections to worker-1's kubelet, want one for logs and one for exec: the apiserver did not go through the tunnel Service", after-before)
+		}
+	})
+
+	t.Run("an extra tunnel port: https-proxy-ports 9100", func(t *testing.T) {
+		url := "https://worker-1:9100/metrics"
+		setServerConfigPorts(t, "9100")
+		waitServicePort(t, "dnat-9100", true)
+		before := standinConnections(t)["worker-1"]["9100"]
+		out, ok := fetchFromPod(t, url)
+		if !ok || !strings.Contains(out, `standin_exporter_up{node="worker-1"} 1`) {
+			t.Errorf("a pod on master-1 fetching %s: %q", url, out)
+		}
+		if got := standinConnections(t)["worker-1"]["9100"]; got <= before {
+			t.Errorf("the stand-in forwarded nothing to worker-1:9100")
+		}
+		setServerConfigPorts(t, "")
+		waitServicePort(t, "dnat-9100", false)
+		if out, ok := fetchFromPod(t, url); ok {
+			t.Errorf("with 9100 removed from https-proxy-ports, %s still answered: %q", url, out)
+		}
+	})
+}
+
+// importStandin builds test/tunnelstandin into an image and imports it on
+// every node.
+func importStandin(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tunnel-standin")
+	root, _ := harness.RepoRoot()
+	build := exec.Command("go", "build", "-o", bin, "./test/tunnelstandin")
+	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the tunnel stand-in: %v\n%s", err, out)
+	}
+	img, err := image.Build(image.Spec{Binary: bin, Entrypoint: "/tunnel-standin", CACertificates: "/etc/ssl/certs/ca-certificates.crt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(kc.Dir(), "tunnel-standin.oci.tar")
+	if err := image.WriteOCIArchive(archive, standinImage, img); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range kc.Nodes {
+		if err := n.ImportImages(archive); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// runPod runs the stand-in image on a node (hostNetwork for the servers) and
+// waits until it runs; it is deleted when the test ends.
+func runPod(t *testing.T, name, node string, hostNetwork bool, labels map[string]string, args ...string) {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Labels: labels},
+		Spec: corev1.PodSpec{
+			NodeName: node, HostNetwork: hostNetwork, RestartPolicy: corev1.RestartPolicyNever,
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{Name: name, Image: standinImage, ImagePullPolicy: corev1.PullNever, Args: args}},
+		},
+	}
+	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		grace := int64(0)
+		cs.CoreV1().Pods("kube-system").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		waitPodGone(t, name)
+	})
+	waitPod(t, name, func(p *corev1.Pod) bool { return podReady(p) })
+}
+
+func waitPod(t *testing.T, name string, done func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		p, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil && done(p) {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s: not there after 2m (%v): %+v", name, err, p.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func waitPodGone(t *testing.T, name string) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if _, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+	}
+	t.Errorf("pod %s not gone after 1m", name)
+}
+
+// fetchFromPod runs `tunnel-standin fetch URL` in a pod on master-1 (the
+// pod network, ClusterFirst DNS: names answered by coredns-yurt) and
+// returns its output and whether it succeeded.
+func fetchFromPod(t *testing.T, url string) (string, bool) {
+	t.Helper()
+	name := fmt.Sprintf("fetch-%d", time.Now().UnixNano()%1e6)
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
+		Spec: corev1.PodSpec{
+			NodeName: kc.Master().Name, RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "fetch", Image: standinImage, ImagePullPolicy: corev1.PullNever, Args: []string{"fetch", url}}},
+		},
+	}
+	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer cs.CoreV1().Pods("kube-system").Delete(ctx, name, metav1.DeleteOptions{})
+	p := waitPod(t, name, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+	logs, _ := kc.Kubectl(ctx, "-n", "kube-system", "logs", name)
+	return logs, p.Status.Phase == corev1.PodSucceeded
+}
+
+func setServerConfigPorts(t *testing.T, ports string) {
+	t.Helper()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.ServerConfigName, Namespace: "kube-system"},
+		Data:       map[string]string{"https-proxy-ports": ports},
+	}
+	_, err := cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = cs.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitServicePort(t *testing.T, name string, present bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		svc, err := cs.CoreV1().Services("kube-system").Get(context.Background(), tunnelnodes.ServiceName, metav1.GetOptions{})
+		if err == nil {
+			has := false
+			for _, p := range svc.Spec.Ports {
+				has = has || (p.Name == name && p.TargetPort == intstr.FromInt32(10263))
+			}
+			if has == present {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tunnel Service port %s present=%v not reached in 30s", name, present)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitTunnelEndpoints waits until the tunnel Service has the stand-in as a
+// ready endpoint.
+func waitTunnelEndpoints(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		slices, err := cs.DiscoveryV1().EndpointSlices("kube-system").List(context.Background(),
+			metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + tunnelnodes.ServiceName})
+		if err == nil {
+			for _, s := range slices.Items {
+				for _, e := range s.Endpoints {
+					if e.Conditions.Ready != nil && *e.Conditions.Ready {
+						return
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the tunnel Service has no ready endpoint after 1m")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func podOn(t *testing.T, selector, node string) string {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: selector, FieldSelector: "spec.nodeName=" + node})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("no pod %s on %s: %v", selector, node, err)
+	}
+	return pods.Items[0].Name
+}
+
+// standinConnections reads the stand-in's counts: node → port → connections.
+func standinConnections(t *testing.T) map[string]map[string]int {
+	t.Helper()
+	resp, err := http.Get("http://" + kc.Master().IP + ":10265/connections")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var counts map[string]map[string]int
+	if err := json.NewDecoder(resp.Body).Decode(&counts); err != nil {
+		t.Fatal(err)
+	}
+	return counts
+}

@@ -1,0 +1,265 @@
+// Command tunnel-standin is a STAND-IN for yurt-tunnel-server, for the
+// tests on the real kubeadm cluster only (yurt-tunnel itself is out of this
+// project's scope). It plays the part of the tunnel's cloud end behind
+// x-tunnel-server-internal-svc: it accepts what kube-proxy sends to the
+// tunnel target ports, learns the node the client dialled — the TLS SNI on
+// the https port, the HTTP Host on the http port — and the port it dialled
+// (the Service port, from conntrack's original destination, since
+// kube-proxy's DNAT rewrote it to the target port), and forwards the raw
+// connection to that node's address and port. It never terminates TLS: the
+// client talks to the node's server end to end. It counts every connection
+// per node and port, at GET /connections on --stats-addr.
+//
+// Two more subcommands make the rest of the tests' path:
+//
+//	tunnel-standin serve    --nodes worker-1=198.51.100.11,... [--https-port 10263] [--http-port 10264] [--stats-addr :10265]
+//	tunnel-standin exporter --addr :9100 --name worker-1   (a TLS "node exporter": /metrics)
+//	tunnel-standin fetch    URL                            (GET, any certificate; prints the body)
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: tunnel-standin serve|exporter|fetch ...")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "exporter":
+		err = exporter(os.Args[2:])
+	case "fetch":
+		err = fetch(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tunnel-standin:", err)
+		os.Exit(1)
+	}
+}
+
+// forwarder forwards connections to nodes and counts them.
+type forwarder struct {
+	nodes map[string]string // node name → address
+
+	mu     sync.Mutex
+	counts map[string]map[string]int // node → port → connections
+}
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	nodes := fs.String("nodes", "", "node addresses, NAME=IP,...")
+	httpsPort := fs.Int("https-port", 10263, "the tunnel's https target port (TLS: node from SNI)")
+	httpPort := fs.Int("http-port", 10264, "the tunnel's http target port (node from the Host header)")
+	statsAddr := fs.String("stats-addr", ":10265", "GET /connections: connections forwarded per node and port")
+	fs.Parse(args)
+	f := &forwarder{nodes: map[string]string{}, counts: map[string]map[string]int{}}
+	for _, kv := range strings.Split(*nodes, ",") {
+		name, ip, ok := strings.Cut(kv, "=")
+		if !ok || net.ParseIP(ip) == nil {
+			return fmt.Errorf("--nodes: %q is not NAME=IP", kv)
+		}
+		f.nodes[name] = ip
+	}
+	errs := make(chan error, 3)
+	for port, nodeOf := range map[int]func(io.Reader) (string, error){*httpsPort: sniNode, *httpPort: hostNode} {
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+		if err != nil {
+			return err
+		}
+		go func() { errs <- f.accept(l, nodeOf) }()
+	}
+	go func() {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/connections", func(w http.ResponseWriter, _ *http.Request) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			json.NewEncoder(w).Encode(f.counts)
+		})
+		errs <- http.ListenAndServe(*statsAddr, mux)
+	}()
+	fmt.Println("tunnel-standin: serving")
+	return <-errs
+}
+
+func (f *forwarder) accept(l net.Listener, nodeOf func(io.Reader) (string, error)) error {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		go f.forward(conn.(*net.TCPConn), nodeOf)
+	}
+}
+
+// forward reads just enough of the client's first bytes to learn the node,
+// then replays them to the node and copies both ways.
+func (f *forwarder) forward(conn *net.TCPConn, nodeOf func(io.Reader) (string, error)) {
+	defer conn.Close()
+	port, err := originalPort(conn)
+	if err != nil {
+		fmt.Println("tunnel-standin: original destination:", err)
+		return
+	}
+	var seen bytes.Buffer
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	node, err := nodeOf(io.TeeReader(conn, &seen))
+	conn.SetReadDeadline(time.Time{})
+	if err != nil {
+		fmt.Println("tunnel-standin: which node:", err)
+		return
+	}
+	host, _, _ := strings.Cut(node, ":")
+	ip, ok := f.nodes[host]
+	if !ok {
+		fmt.Printf("tunnel-standin: unknown node %q\n", host)
+		return
+	}
+	backend, err := net.DialTimeout("tcp", net.JoinHostPort(ip, strconv.Itoa(port)), 5*time.Second)
+	if err != nil {
+		fmt.Printf("tunnel-standin: %s: %v\n", host, err)
+		return
+	}
+	defer backend.Close()
+	f.mu.Lock()
+	if f.counts[host] == nil {
+		f.counts[host] = map[string]int{}
+	}
+	f.counts[host][strconv.Itoa(port)]++
+	f.mu.Unlock()
+	fmt.Printf("tunnel-standin: %s → %s:%d\n", conn.RemoteAddr(), host, port)
+	if _, err := backend.Write(seen.Bytes()); err != nil {
+		return
+	}
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(backend, conn); backend.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+	go func() { io.Copy(conn, backend); conn.CloseWrite(); done <- struct{}{} }()
+	<-done
+	<-done
+}
+
+// originalPort is the port the client dialled before kube-proxy's DNAT:
+// the Service port, which is the node's port (10250 for the kubelet, 9100
+// for an exporter mapped by dnat-9100).
+func originalPort(conn *net.TCPConn) (int, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var port int
+	var sockErr error
+	err = raw.Control(func(fd uintptr) {
+		// struct sockaddr_in fits the 16 bytes of an ipv6_mreq's address.
+		m, err := unix.GetsockoptIPv6Mreq(int(fd), unix.IPPROTO_IP, unix.SO_ORIGINAL_DST)
+		if err != nil {
+			sockErr = err
+			return
+		}
+		port = int(m.Multiaddr[2])<<8 | int(m.Multiaddr[3])
+	})
+	if err == nil {
+		err = sockErr
+	}
+	return port, err
+}
+
+var errHelloRead = errors.New("client hello read")
+
+// sniNode reads a TLS ClientHello and returns its server name.
+func sniNode(r io.Reader) (string, error) {
+	var name string
+	err := tls.Server(readOnlyConn{r: r}, &tls.Config{
+		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			name = h.ServerName
+			return nil, errHelloRead
+		},
+	}).Handshake()
+	if name == "" {
+		return "", fmt.Errorf("no TLS server name (%v)", err)
+	}
+	return name, nil
+}
+
+// hostNode reads an HTTP request head and returns its Host.
+func hostNode(r io.Reader) (string, error) {
+	req, err := http.ReadRequest(bufio.NewReader(r))
+	if err != nil {
+		return "", err
+	}
+	return req.Host, nil
+}
+
+// readOnlyConn lets crypto/tls parse a ClientHello without answering it.
+type readOnlyConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c readOnlyConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
+func (c readOnlyConn) Write([]byte) (int, error)        { return 0, io.ErrClosedPipe }
+func (c readOnlyConn) Close() error                     { return nil }
+func (c readOnlyConn) SetDeadline(time.Time) error      { return nil }
+func (c readOnlyConn) SetReadDeadline(time.Time) error  { return nil }
+func (c readOnlyConn) SetWriteDeadline(time.Time) error { return nil }
+func (c readOnlyConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c readOnlyConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+
+// exporter serves /metrics over TLS with a throwaway self-signed certificate.
+func exporter(args []string) error {
+	fs := flag.NewFlagSet("exporter", flag.ExitOnError)
+	addr := fs.String("addr", ":9100", "listen address")
+	name := fs.String("name", "", "the node's name, in the metric")
+	fs.Parse(args)
+	cert, err := selfSigned(*name)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "standin_exporter_up{node=%q} 1\n", *name)
+	})
+	srv := &http.Server{Addr: *addr, Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	return srv.ListenAndServeTLS("", "")
+}
+
+func fetch(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: fetch URL")
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		// The exporter's certificate is a throwaway; what is tested is the route.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	resp, err := client.Get(args[0])
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	fmt.Print(string(body))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", args[0], resp.Status)
+	}
+	return nil
+}
