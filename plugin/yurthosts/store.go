@@ -10,7 +10,6 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -18,7 +17,7 @@ import (
 // grows to 30–60 s during a long apiserver outage: a DNS server must see
 // the first change made after the apiserver is back within a second. Retries
 // come every 0.5–0.75 s: while the apiserver is down each is one refused
-// connection; once it is back, one list (or watch-list) of a single object.
+// connection; once it is back, one list of a single object.
 // Throttling (429 with Retry-After) is waited out inside client-go's REST
 // client before the reflector sees an error.
 var reconnectBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 4, Cap: 500 * time.Millisecond}
@@ -42,7 +41,19 @@ type objectStore[T k8sruntime.Object] struct {
 	onChange  func()
 }
 
-func newObjectStore[T, L k8sruntime.Object](client kubernetes.Interface, api listWatcher[L], expected T, namespace, name string, onChange func()) *objectStore[T] {
+// listThenWatch is a ListWatch that reports watch-list (a watch with
+// sendInitialEvents=true standing in for the LIST) unsupported, so the
+// reflector always LISTs then WATCHes, whatever the WatchListClient gate
+// says. yurthub, serving from its cache while the cloud is away, answers a
+// watch-list with 200 and then nothing: no initial events, no bookmark, so
+// a reflector that starts with one never syncs (client-go falls back to
+// LIST only on an error). Its cached LIST answers at once. For one object
+// the streaming list saves nothing.
+type listThenWatch struct{ *cache.ListWatch }
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+func newObjectStore[T, L k8sruntime.Object](api listWatcher[L], expected T, namespace, name string, onChange func()) *objectStore[T] {
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
@@ -56,9 +67,7 @@ func newObjectStore[T, L k8sruntime.Object](client kubernetes.Interface, api lis
 	}
 	s := &objectStore[T]{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), key: namespace + "/" + name, onChange: onChange}
 	backoff := reconnectBackoff
-	// The wrapper tells the reflector whether the client can stream a
-	// watch-list (the fake clientset cannot).
-	s.reflector = cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), expected, s,
+	s.reflector = cache.NewReflectorWithOptions(listThenWatch{lw}, expected, s,
 		cache.ReflectorOptions{Name: s.key, Backoff: &backoff})
 	return s
 }

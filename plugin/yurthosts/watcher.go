@@ -47,11 +47,11 @@ func (w *watcher) start() {
 	entries.WithLabelValues(ref).Add(0)
 	w.pending = make(chan struct{}, 1)
 	w.stopCh = make(chan struct{})
-	w.configMaps = newObjectStore(w.client, w.client.CoreV1().ConfigMaps(w.src.configMapNamespace), &corev1.ConfigMap{},
+	w.configMaps = newObjectStore(w.client.CoreV1().ConfigMaps(w.src.configMapNamespace), &corev1.ConfigMap{},
 		w.src.configMapNamespace, w.src.configMapName, w.notify)
 	w.running.Go(func() { w.configMaps.reflector.Run(w.stopCh) })
 	if w.src.serviceName != "" {
-		w.services = newObjectStore(w.client, w.client.CoreV1().Services(w.src.serviceNamespace), &corev1.Service{},
+		w.services = newObjectStore(w.client.CoreV1().Services(w.src.serviceNamespace), &corev1.Service{},
 			w.src.serviceNamespace, w.src.serviceName, w.notify)
 		w.running.Go(func() { w.services.reflector.Run(w.stopCh) })
 	}
