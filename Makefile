@@ -42,6 +42,20 @@ $(TOOLS_STAMP): hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go hack
 		-o $(K8S_BIN)/coredns github.com/coredns/coredns
 	touch $@
 
+## yurthub: OpenYurt's yurthub v1.7.0 for the edge-autonomy tests, from its own module
+## (hack/tools/yurthub: openyurt pins k8s.io/kubernetes v1.34.0), part of test-tools.
+YURTHUB_STAMP := $(K8S_BIN)/.yurthub-$(shell cat hack/tools/yurthub/go.mod hack/tools/yurthub/go.sum | sha256sum | cut -c1-16)
+YURTHUB_LDFLAGS := -s -w $(foreach v,gitVersion=v1.7.0 gitCommit=35ef4cd692e387d0d56c9084e3da161bad2a3092 buildDate=2026-01-01T00:00:00Z,\
+	-X github.com/openyurtio/openyurt/pkg/projectinfo.$(v))
+.PHONY: yurthub
+yurthub test-tools: $(YURTHUB_STAMP)
+$(YURTHUB_STAMP): hack/tools/yurthub/go.mod hack/tools/yurthub/go.sum
+	@mkdir -p $(K8S_BIN)
+	rm -f $(K8S_BIN)/.yurthub-*
+	cd hack/tools/yurthub && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(YURTHUB_LDFLAGS)' \
+		-o ../../../$(K8S_BIN)/yurthub github.com/openyurtio/openyurt/cmd/yurthub
+	touch $@
+
 ## deps: dig and dnsperf, and for the kubeadm cluster containerd, runc, the CNI plugins,
 ## iptables and conntrack, from Debian, when missing.
 deps:
