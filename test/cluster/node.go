@@ -356,3 +356,10 @@ func (n *Node) PodLogs(namespace, pod string) (string, error) {
 	}
 	return logs.String(), nil
 }
+
+// StaticPodManifestContains reports whether the node's static pod manifest
+// of component contains s.
+func (n *Node) StaticPodManifestContains(component, s string) bool {
+	data, _ := os.ReadFile(filepath.Join(n.StateDir("etc/kubernetes"), "manifests", component+".yaml"))
+	return strings.Contains(string(data), s)
+}

@@ -74,7 +74,7 @@ func checkImageSwap(t *testing.T) {
 		if p.DeletionTimestamp != nil || len(p.OwnerReferences) == 0 || p.OwnerReferences[0].Kind != "DaemonSet" {
 			continue
 		}
-		if !podReady(&p) {
+		if !cluster.PodReady(&p) {
 			t.Errorf("DaemonSet pod %s on %s is not Ready", p.Name, p.Spec.NodeName)
 			continue
 		}
@@ -131,15 +131,6 @@ func checkImageSwap(t *testing.T) {
 	}
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // containerProcess finds the process of a pod's first container on master-1
 // by the container ID the kubelet reports: runc names the cgroup after it.
 func containerProcess(t *testing.T, p *corev1.Pod) int {
@@ -177,8 +168,8 @@ func checkKubeProxyHealthy(t *testing.T) {
 		t.Errorf("%d kube-proxy pods, want one per node", len(pods.Items))
 	}
 	for _, p := range pods.Items {
-		if !podReady(&p) || p.Status.ContainerStatuses[0].RestartCount > 0 {
-			t.Errorf("kube-proxy %s: ready %v, restarts %d", p.Name, podReady(&p), p.Status.ContainerStatuses[0].RestartCount)
+		if !cluster.PodReady(&p) || p.Status.ContainerStatuses[0].RestartCount > 0 {
+			t.Errorf("kube-proxy %s: ready %v, restarts %d", p.Name, cluster.PodReady(&p), p.Status.ContainerStatuses[0].RestartCount)
 		}
 		// From the node's log files: kubectl logs of a pod on an edge node goes
 		// through the tunnel, which is not part of this test.
@@ -207,7 +198,7 @@ func checkStaticPod(t *testing.T, component, flag string) {
 	if !strings.Contains(strings.Join(p.Spec.Containers[0].Command, " "), flag) {
 		t.Errorf("%s's mirror pod lacks %s: %v", name, flag, p.Spec.Containers[0].Command)
 	}
-	if !podReady(p) {
+	if !cluster.PodReady(p) {
 		t.Errorf("%s is not Ready", name)
 	}
 	pid, err := kc.Master().ContainerPID(component)

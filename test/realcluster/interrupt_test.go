@@ -159,7 +159,7 @@ func followStockCoreDNS(t *testing.T) func() map[string]string {
 	followers := map[string]follower{}
 	for _, p := range pods.Items {
 		// kubectl logs reaches pods on Ready nodes only (the kubelet serves them).
-		if len(p.OwnerReferences) == 0 || p.OwnerReferences[0].Kind != "ReplicaSet" || !podReady(&p) || p.Spec.NodeName != kc.Master().Name {
+		if len(p.OwnerReferences) == 0 || p.OwnerReferences[0].Kind != "ReplicaSet" || !cluster.PodReady(&p) || p.Spec.NodeName != kc.Master().Name {
 			continue
 		}
 		f := follower{cmd: exec.Command(kc.KubectlPath(), "--kubeconfig", kc.Kubeconfig, "-n", "kube-system", "logs", "-f", p.Name), out: &strings.Builder{}}

@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/yurtdns/yurtdns/internal/image"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/cluster"
 	"github.com/yurtdns/yurtdns/test/harness"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,17 +19,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-const standinImage = "docker.io/yurtdns/tunnel-standin:test"
-
 // TestTunnelPath is the OpenYurt story end to end: the apiserver reaches an
 // edge node's kubelet, and a client an edge node's exporter, by node name
 // through the tunnel Service — behind which runs test/tunnelstandin, a
 // stand-in for yurt-tunnel-server that forwards by TLS SNI.
 func TestTunnelPath(t *testing.T) {
 	ctx := context.Background()
-	importStandin(t)
+	root, _ := harness.RepoRoot()
+	if err := kc.ImportTunnelStandin(root); err != nil {
+		t.Fatal(err)
+	}
 	svc := tunnelService()
-	svc.Spec.Selector = map[string]string{"app": "tunnel-standin"}
+	svc.Spec.Selector = cluster.TunnelStandinLabels
 	if _, err := cs.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -48,13 +46,8 @@ func TestTunnelPath(t *testing.T) {
 			t.Errorf("revert: %v", err)
 		}
 	}()
-	var nodes []string
-	for _, n := range kc.Nodes {
-		nodes = append(nodes, n.Name+"="+n.IP)
-	}
-	runPod(t, "tunnel-standin", kc.Master().Name, true, map[string]string{"app": "tunnel-standin"},
-		"serve", "--nodes", strings.Join(nodes, ","))
-	runPod(t, "standin-exporter", "worker-1", true, nil, "exporter", "--addr", ":9100", "--name", "worker-1")
+	runPod(t, kc.TunnelStandinServer())
+	runPod(t, cluster.StandinPod("standin-exporter", "worker-1", true, nil, "exporter", "--addr", ":9100", "--name", "worker-1"))
 	waitTunnelEndpoints(t)
 
 	t.Run("kubectl logs and exec on an edge node through the tunnel", func(t *testing.T) {
@@ -95,69 +88,21 @@ func TestTunnelPath(t *testing.T) {
 	})
 }
 
-// importStandin builds test/tunnelstandin into an image and imports it on
-// every node.
-func importStandin(t *testing.T) {
-	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "tunnel-standin")
-	root, _ := harness.RepoRoot()
-	build := exec.Command("go", "build", "-o", bin, "./test/tunnelstandin")
-	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the tunnel stand-in: %v\n%s", err, out)
-	}
-	img, err := image.Build(image.Spec{Binary: bin, Entrypoint: "/tunnel-standin", CACertificates: "/etc/ssl/certs/ca-certificates.crt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	archive := filepath.Join(kc.Dir(), "tunnel-standin.oci.tar")
-	if err := image.WriteOCIArchive(archive, standinImage, img); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range kc.Nodes {
-		if err := n.ImportImages(archive); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// runPod runs the stand-in image on a node (hostNetwork for the servers) and
-// waits until it runs; it is deleted when the test ends.
-func runPod(t *testing.T, name, node string, hostNetwork bool, labels map[string]string, args ...string) {
+// runPod creates the pod and waits until it is Ready; it is deleted when
+// the test ends.
+func runPod(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Labels: labels},
-		Spec: corev1.PodSpec{
-			NodeName: node, HostNetwork: hostNetwork, RestartPolicy: corev1.RestartPolicyNever,
-			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			Containers: []corev1.Container{{Name: name, Image: standinImage, ImagePullPolicy: corev1.PullNever, Args: args}},
-		},
-	}
 	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		grace := int64(0)
-		cs.CoreV1().Pods("kube-system").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
-		waitPodGone(t, name)
+		cs.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		waitPodGone(t, pod.Name)
 	})
-	waitPod(t, name, func(p *corev1.Pod) bool { return podReady(p) })
-}
-
-func waitPod(t *testing.T, name string, done func(*corev1.Pod) bool) *corev1.Pod {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		p, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil && done(p) {
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pod %s: not there after 2m (%v): %+v", name, err, p.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if _, err := kc.WaitPod(ctx, pod.Name, 2*time.Minute, cluster.PodReady); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -177,20 +122,17 @@ func fetchFromPod(t *testing.T, url string) (string, bool) {
 	t.Helper()
 	name := fmt.Sprintf("fetch-%d", time.Now().UnixNano()%1e6)
 	ctx := context.Background()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
-		Spec: corev1.PodSpec{
-			NodeName: kc.Master().Name, RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "fetch", Image: standinImage, ImagePullPolicy: corev1.PullNever, Args: []string{"fetch", url}}},
-		},
-	}
+	pod := cluster.StandinPod(name, kc.Master().Name, false, nil, "fetch", url)
 	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	defer cs.CoreV1().Pods("kube-system").Delete(ctx, name, metav1.DeleteOptions{})
-	p := waitPod(t, name, func(p *corev1.Pod) bool {
+	p, err := kc.WaitPod(ctx, name, 2*time.Minute, func(p *corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	logs, _ := kc.Kubectl(ctx, "-n", "kube-system", "logs", name)
 	return logs, p.Status.Phase == corev1.PodSucceeded
 }
@@ -268,7 +210,7 @@ func podOn(t *testing.T, selector, node string) string {
 // standinConnections reads the stand-in's counts: node → port → connections.
 func standinConnections(t *testing.T) map[string]map[string]int {
 	t.Helper()
-	resp, err := http.Get("http://" + kc.Master().IP + ":10265/connections")
+	resp, err := http.Get(kc.TunnelStandinStatsURL())
 	if err != nil {
 		t.Fatal(err)
 	}
