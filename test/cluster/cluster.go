@@ -225,11 +225,12 @@ func (n *Node) WaitDNS(ctx context.Context, name string, timeout time.Duration) 
 	}
 }
 
-// Dig runs the real dig in the node's network namespace (one try, 1 s).
-func (n *Node) Dig(ctx context.Context, server, name, qtype string) (harness.DigResult, error) {
+// Dig runs the real dig in the node's network namespace (one try, 2 s;
+// extra dig options such as +time=5 override that).
+func (n *Node) Dig(ctx context.Context, server, name, qtype string, extra ...string) (harness.DigResult, error) {
 	return harness.DigWith(func(args ...string) ([]byte, error) {
-		return n.NetCommand(ctx, "dig", append([]string{"+time=1", "+tries=1"}, args...)...).CombinedOutput()
-	}, server, name, qtype)
+		return n.NetCommand(ctx, "dig", args...).CombinedOutput()
+	}, server, name, qtype, extra...)
 }
 
 // KubeDNSIP is the kube-dns Service's ClusterIP.

@@ -25,7 +25,7 @@ import (
 // runSync runs tunnel-nodes-sync with the admin kubeconfig, as a user on a
 // laptop would, and returns its output; the log shows when each line came,
 // to set beside the DNS probe's failures.
-func runSync(t *testing.T, args ...string) (string, error) {
+func runSync(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(syncBin, append(args, "--kubeconfig", kc.Kubeconfig)...)
 	pipe, err := cmd.StdoutPipe()
@@ -56,6 +56,8 @@ type dnsProbe struct {
 	mu       sync.Mutex
 	total    int
 	failures []string
+	// slowest is the longest a query took, dig's own start included.
+	slowest time.Duration
 }
 
 const probeName = "kubernetes.default.svc.cluster.local"
@@ -74,7 +76,10 @@ func startDNSProbe(nodes []*cluster.Node) *dnsProbe {
 					return
 				case <-tick.C:
 				}
-				r, err := n.Dig(context.Background(), cluster.KubeDNSIP(), probeName, "A")
+				// One try with a resolver's default timeout (resolv.conf: 5 s).
+				asked := time.Now()
+				r, err := n.Dig(context.Background(), cluster.KubeDNSIP(), probeName, "A", "+time=5")
+				took := time.Since(asked)
 				failure := ""
 				switch {
 				case err != nil:
@@ -84,6 +89,7 @@ func startDNSProbe(nodes []*cluster.Node) *dnsProbe {
 				}
 				p.mu.Lock()
 				p.total++
+				p.slowest = max(p.slowest, took)
 				if failure != "" {
 					p.failures = append(p.failures, fmt.Sprintf("%s %s: %s", time.Now().Format("15:04:05.000"), n.Name, firstLine(failure)))
 				}
@@ -99,7 +105,7 @@ func (p *dnsProbe) finish(t *testing.T, what string) {
 	t.Helper()
 	close(p.stop)
 	p.wg.Wait()
-	t.Logf("%s: %d DNS queries through %s from the nodes, %d failed", what, p.total, cluster.KubeDNSIP(), len(p.failures))
+	t.Logf("%s: %d DNS queries through %s from the nodes, %d failed, slowest %s", what, p.total, cluster.KubeDNSIP(), len(p.failures), p.slowest.Round(time.Millisecond))
 	if p.total == 0 {
 		t.Errorf("%s: the DNS probe asked nothing", what)
 	}

@@ -15,11 +15,14 @@
 //	tunnel-standin serve    --nodes worker-1=198.51.100.11,... [--https-port 10263] [--http-port 10264] [--stats-addr :10265]
 //	tunnel-standin exporter --addr :9100 --name worker-1   (a TLS "node exporter": /metrics)
 //	tunnel-standin fetch    URL                            (GET, any certificate; prints the body)
+//	tunnel-standin watch-dns --server IP:53 --names a,b,... --want IP
+//	                         (asks for each name in turn every 10 ms; prints "NAME UNIXNANO" when it answers want)
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -29,6 +32,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +54,8 @@ func main() {
 		err = exporter(os.Args[2:])
 	case "fetch":
 		err = fetch(os.Args[2:])
+	case "watch-dns":
+		err = watchDNS(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}
@@ -260,6 +266,33 @@ func fetch(args []string) error {
 	fmt.Print(string(body))
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: %s", args[0], resp.Status)
+	}
+	return nil
+}
+
+// watchDNS asks server for each name in turn until it answers want, and
+// prints when: a benchmark's client, seeing the change from a pod.
+func watchDNS(args []string) error {
+	fs := flag.NewFlagSet("watch-dns", flag.ExitOnError)
+	server := fs.String("server", "", "DNS server, IP:53")
+	names := fs.String("names", "", "names to wait for, in order, comma separated")
+	want := fs.String("want", "", "the address each name must answer")
+	fs.Parse(args)
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, *server)
+	}}
+	for _, name := range strings.Split(*names, ",") {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			addrs, _ := r.LookupHost(ctx, name+".")
+			cancel()
+			if slices.Contains(addrs, *want) {
+				fmt.Printf("%s %d\n", name, time.Now().UnixNano())
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	return nil
 }
