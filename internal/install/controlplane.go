@@ -2,34 +2,12 @@ package install
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"maps"
 	"path/filepath"
-	"slices"
 	"strings"
-
-	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
-
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // noManifestsDir explains a skipped control-plane step.
 const noManifestsDir = "skipped: neither --manifests-dir nor --control-plane-jobs given (or run `tunnel-nodes-sync patch-manifests` on each control-plane node)"
-
-// On a control-plane node the Jobs mount the host's /etc/kubernetes, so the
-// backups sit next to the manifests directory, on the same filesystem.
-const (
-	hostKubernetesDir = "/etc/kubernetes"
-	jobMount          = "/host/etc/kubernetes"
-	jobLabel          = "yurtdns.io/job"
-)
 
 // controlPlaneStep edits the kube-controller-manager and kube-apiserver
 // static pod manifests: locally (--manifests-dir) or with a Job on each
@@ -64,7 +42,7 @@ func controlPlaneStep() Step {
 			if env.Options.DryRun {
 				return res, nil
 			}
-			ss.Records["manifests"] = record{Before: env.Options.ManifestsDir, After: env.Options.BackupDir}
+			ss.Records[manifestsRecordKey] = record{Manifests: &manifestsRecord{Dir: env.Options.ManifestsDir, BackupDir: env.Options.BackupDir}}
 			if err := ss.persist(ctx); err != nil {
 				return Result{}, err
 			}
@@ -80,14 +58,14 @@ func controlPlaneStep() Step {
 			return res, waitAPIServerReady(ctx, env)
 		},
 		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
-			if _, ok := ss.Records["jobs"]; ok {
+			if ss.Records[jobsRecordKey].Jobs != nil {
 				return runManifestJobs(ctx, env, ss, "restore")
 			}
-			rec, ok := ss.Records["manifests"]
-			if !ok {
+			m := ss.Records[manifestsRecordKey].Manifests
+			if m == nil {
 				return Result{Summary: "nothing to restore"}, nil
 			}
-			restored, kept, err := RestoreManifests(ctx, rec.Before, rec.After, env.manifestOptions())
+			restored, kept, err := RestoreManifests(ctx, m.Dir, m.BackupDir, env.manifestOptions())
 			if err != nil {
 				return Result{}, err
 			}
@@ -106,12 +84,12 @@ func controlPlaneStep() Step {
 			return Result{Changed: len(restored) > 0, Summary: summary}, nil
 		},
 		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
-			if _, ok := ss.Records["jobs"]; ok {
+			if ss.Records[jobsRecordKey].Jobs != nil {
 				return Applied, "patched by Jobs on the control-plane nodes (check each node with `patch-manifests --dry-run`)", nil
 			}
 			dir := env.Options.ManifestsDir
-			if rec, ok := ss.Records["manifests"]; ok && dir == "" {
-				dir = rec.Before
+			if m := ss.Records[manifestsRecordKey].Manifests; m != nil && dir == "" {
+				dir = m.Dir
 			}
 			if dir == "" {
 				return NotApplied, "no --manifests-dir to check", nil
@@ -131,284 +109,4 @@ func controlPlaneStep() Step {
 			return Applied, "", nil
 		},
 	}
-}
-
-// controlPlaneNodes finds the nodes running kube-apiserver or
-// kube-controller-manager (their mirror pods), else the nodes labelled
-// node-role.kubernetes.io/control-plane.
-func controlPlaneNodes(ctx context.Context, env *Env) ([]string, error) {
-	var nodes []string
-	pods := &corev1.PodList{}
-	if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{"tier": "control-plane"}); err != nil {
-		return nil, fmt.Errorf("listing control-plane pods: %w", err)
-	}
-	for _, p := range pods.Items {
-		c := p.Labels["component"]
-		if (c == "kube-apiserver" || c == "kube-controller-manager") && p.Spec.NodeName != "" && !slices.Contains(nodes, p.Spec.NodeName) {
-			nodes = append(nodes, p.Spec.NodeName)
-		}
-	}
-	if len(nodes) == 0 {
-		list := &corev1.NodeList{}
-		if err := env.Client.List(ctx, list, client.HasLabels{"node-role.kubernetes.io/control-plane"}); err != nil {
-			return nil, fmt.Errorf("listing control-plane nodes: %w", err)
-		}
-		for _, n := range list.Items {
-			nodes = append(nodes, n.Name)
-		}
-	}
-	if len(nodes) == 0 {
-		return nil, fmt.Errorf("no control-plane node found (no kube-apiserver mirror pod, no node labelled node-role.kubernetes.io/control-plane): use --manifests-dir on the node instead")
-	}
-	slices.Sort(nodes)
-	return nodes, nil
-}
-
-// manifestJob runs `patch-manifests` (or its revert) on one node with the
-// host's /etc/kubernetes mounted.
-func manifestJob(node, action, image string, o Options) *batchv1.Job {
-	sum := sha256.Sum256([]byte(node))
-	name := fmt.Sprintf("yurtdns-%s-manifests-%s", action, hex.EncodeToString(sum[:])[:10])
-	// The Job waits for its node's kubelet to run each manifest, reading the
-	// mirror pods with the node's admin kubeconfig (it has the host's
-	// /etc/kubernetes anyway), and rolls back a patch that does not come up.
-	args := []string{"patch-manifests", "--manifests-dir", jobMount + "/manifests", "--backup-dir", jobMount + "/yurtdns-backup",
-		"--kubeconfig", jobMount + "/admin.conf", "--node-name", node, "--timeout", o.Timeout.String()}
-	if action == "restore" {
-		args = append(args, "--revert")
-	}
-	for _, c := range slices.Sorted(maps.Keys(o.TestOnlyExtraFlags)) {
-		if action == "patch" {
-			args = append(args, "--test-only-extra-flag", c+"="+o.TestOnlyExtraFlags[c])
-		}
-	}
-	// No retry inside the Job: a failure is reported at once, and
-	// patch-manifests is idempotent, so running install (or revert) again
-	// is the retry.
-	backoff := int32(0)
-	root := int64(0)
-	hostPathType := corev1.HostPathDirectory
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tunnelnodes.Namespace,
-			Labels: map[string]string{jobLabel: action, ManagedByLabel: "yurtdns"}},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: &backoff,
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: action}},
-				Spec: corev1.PodSpec{
-					NodeName:          node,
-					RestartPolicy:     corev1.RestartPolicyNever,
-					PriorityClassName: "system-node-critical",
-					Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-					Containers: []corev1.Container{{
-						Name:  "patch-manifests",
-						Image: image,
-						Args:  args,
-						SecurityContext: &corev1.SecurityContext{
-							// The manifests belong to root; nothing else is needed.
-							RunAsUser:                &root,
-							AllowPrivilegeEscalation: new(false),
-							ReadOnlyRootFilesystem:   new(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-							SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "kubernetes", MountPath: jobMount}},
-					}},
-					Volumes: []corev1.Volume{{Name: "kubernetes", VolumeSource: corev1.VolumeSource{
-						HostPath: &corev1.HostPathVolumeSource{Path: hostKubernetesDir, Type: &hostPathType}}}},
-				},
-			},
-		},
-	}
-}
-
-// runManifestJobs creates a Job per control-plane node and waits for all
-// to complete.
-func runManifestJobs(ctx context.Context, env *Env, ss *stepState, action string) (Result, error) {
-	nodes, err := controlPlaneNodes(ctx, env)
-	if err != nil {
-		return Result{}, err
-	}
-	image, err := jobImage(env, ss, action)
-	if err != nil {
-		return Result{}, err
-	}
-	if !env.Options.DryRun {
-		switch action {
-		case "patch":
-			// Saved before any Job exists, so a revert after an interruption
-			// here knows Jobs may have patched the manifests, and with what image.
-			ss.Records["jobs"] = record{After: strings.Join(nodes, ",")}
-			ss.Records[jobImageRecord] = record{After: image}
-			if err := ss.persist(ctx); err != nil {
-				return Result{}, err
-			}
-		case "restore":
-			// A patch Job still running after an interrupted install would
-			// patch again after its restore Job: let it finish first.
-			if err := waitRecordedPatchJobs(ctx, env, ss, nodes, image); err != nil {
-				return Result{}, err
-			}
-		}
-	}
-	var res Result
-	var jobs []*unstructured.Unstructured
-	for _, n := range nodes {
-		job := toUnstructured(manifestJob(n, action, image, env.Options), "batch/v1", "Job")
-		if !env.Options.DryRun {
-			if err := deleteFailedJob(ctx, env, job.GetName()); err != nil {
-				return Result{}, err
-			}
-		}
-		created, diff, err := ensureCreated(ctx, env, ss, job)
-		if err != nil {
-			return Result{}, err
-		}
-		if created {
-			res.Changed = true
-			res.Diffs = append(res.Diffs, diff)
-		}
-		jobs = append(jobs, job)
-	}
-	res.Summary = fmt.Sprintf("%s Job on %s", action, strings.Join(nodes, ", "))
-	if env.Options.DryRun {
-		return res, nil
-	}
-	for _, j := range jobs {
-		if err := waitJobComplete(ctx, env, j.GetName()); err != nil {
-			return Result{}, err
-		}
-	}
-	// Each Job waited for its node's kubelet; the apiserver this client
-	// reaches may be a restarted one.
-	if err := waitAPIServerReady(ctx, env); err != nil {
-		return Result{}, err
-	}
-	if action == "restore" {
-		// Both sets of Jobs have done their work.
-		for key, rec := range ss.Records {
-			if rec.Created && strings.HasPrefix(key, "Job ") {
-				name := key[strings.LastIndex(key, "/")+1:]
-				if _, err := deleteCreated(ctx, env, ss, namedObject("batch/v1", "Job", name)); err != nil {
-					return Result{}, err
-				}
-			}
-		}
-	}
-	res.Summary += ": completed"
-	return res, nil
-}
-
-// deleteFailedJob deletes a Job that a failed install or revert left, so
-// that running it again is the retry (the Jobs themselves never retry).
-func deleteFailedJob(ctx context.Context, env *Env, name string) error {
-	var job batchv1.Job
-	err := env.Client.Get(ctx, key(name), &job)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	failed := slices.ContainsFunc(job.Status.Conditions, func(c batchv1.JobCondition) bool {
-		return c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue
-	})
-	if !failed {
-		return nil
-	}
-	if err := env.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting the failed Job %s: %w", name, err)
-	}
-	return waitFor(ctx, env.Options.Timeout, "failed Job "+name+" not gone", func(ctx context.Context) (bool, string, error) {
-		err := env.Client.Get(ctx, key(name), &batchv1.Job{})
-		return apierrors.IsNotFound(err), "", client.IgnoreNotFound(err)
-	})
-}
-
-// jobImageRecord keeps the image the patch Jobs ran: one the cluster has.
-const jobImageRecord = "jobs image"
-
-// jobImage is the image of the Jobs: for restore, --sync-image when given,
-// else the one install's patch Jobs ran (an offline cluster has that one).
-func jobImage(env *Env, ss *stepState, action string) (string, error) {
-	if rec, ok := ss.Records[jobImageRecord]; ok && action == "restore" && env.Options.SyncImage == "" {
-		return rec.After, nil
-	}
-	return syncImage(env)
-}
-
-// waitRecordedPatchJobs waits for the patch Jobs install created (and
-// recorded) that still exist.
-func waitRecordedPatchJobs(ctx context.Context, env *Env, ss *stepState, nodes []string, image string) error {
-	for _, n := range nodes {
-		job := toUnstructured(manifestJob(n, "patch", image, env.Options), "batch/v1", "Job")
-		if rec, ok := ss.Records[objectKey(job)]; !ok || !rec.Created {
-			continue
-		}
-		err := env.Client.Get(ctx, key(job.GetName()), &batchv1.Job{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if err := waitJobComplete(ctx, env, job.GetName()); err != nil {
-			return fmt.Errorf("patch Job %s from the interrupted install: %w", job.GetName(), err)
-		}
-	}
-	return nil
-}
-
-// waitJobComplete waits for the Job to complete and reports its failure as
-// soon as it shows: a Failed (or FailureTarget) condition, a failed pod, or
-// a pod that cannot start (its image cannot be pulled, say) — not after the
-// whole timeout.
-func waitJobComplete(ctx context.Context, env *Env, name string) error {
-	return waitFor(ctx, env.Options.Timeout, "Job "+name+" not complete", func(ctx context.Context) (bool, string, error) {
-		job := &batchv1.Job{}
-		if err := env.Client.Get(ctx, key(name), job); err != nil {
-			return false, "", err
-		}
-		logs := fmt.Sprintf(" (kubectl -n %s logs job/%s)", tunnelnodes.Namespace, name)
-		for _, c := range job.Status.Conditions {
-			if c.Status != corev1.ConditionTrue {
-				continue
-			}
-			switch c.Type {
-			case batchv1.JobComplete:
-				return true, "", nil
-			case batchv1.JobFailed, batchv1.JobFailureTarget:
-				return false, "", fmt.Errorf("Job %s failed: %s%s", name, c.Message, logs)
-			}
-		}
-		pods := &corev1.PodList{}
-		if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{"batch.kubernetes.io/job-name": name}); err != nil {
-			return false, "", fmt.Errorf("listing the pods of Job %s: %w", name, err)
-		}
-		for _, p := range pods.Items {
-			if why := podFailure(&p); why != "" {
-				return false, "", fmt.Errorf("Job %s failed: pod %s %s%s", name, p.Name, why, logs)
-			}
-		}
-		return false, fmt.Sprintf("%d active, %d failed", job.Status.Active, job.Status.Failed), nil
-	})
-}
-
-// podFailure says why a pod failed or cannot start, or "".
-func podFailure(p *corev1.Pod) string {
-	for _, cs := range p.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil {
-			switch w.Reason {
-			case "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError":
-				return fmt.Sprintf("cannot start: %s: %s", w.Reason, w.Message)
-			}
-		}
-		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-			return fmt.Sprintf("exited with %d: %s", t.ExitCode, strings.TrimSpace(t.Reason+" "+t.Message))
-		}
-	}
-	if p.Status.Phase == corev1.PodFailed {
-		return "failed: " + strings.TrimSpace(p.Status.Reason+" "+p.Status.Message)
-	}
-	return ""
 }

@@ -1,11 +1,111 @@
-// Package install is the cluster surgery of `tunnel-nodes-sync install`:
-// named, ordered, idempotent, reversible steps.
 package install
 
 import (
+	"context"
 	"fmt"
 	"strings"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
+
+// corefileStep writes the DaemonSet's own ConfigMap coredns-yurt: the stock
+// Corefile with yurthosts. The stock coredns ConfigMap is never edited, so
+// the stock Deployment is never handed a Corefile it cannot parse (stock
+// CoreDNS crash-loops on yurthosts), whatever moment install or revert stops.
+func corefileStep() Step {
+	// yurtCorefile is the stock Corefile with the yurthosts edit, as it is now.
+	yurtCorefile := func(ctx context.Context, env *Env) (stock, yurt string, err error) {
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, key(corednsName), cm); err != nil {
+			return "", "", fmt.Errorf("reading ConfigMap coredns: %w", err)
+		}
+		stock, ok := cm.Data[corefileKey]
+		if !ok {
+			return "", "", fmt.Errorf("ConfigMap coredns has no Corefile key")
+		}
+		yurt, _, err = EnsureYurthosts(stock)
+		return stock, yurt, err
+	}
+	copyKey := "ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap + " " + corefileKey
+	yurtConfigMap := func(corefile string) *unstructured.Unstructured {
+		return toUnstructured(&corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: corednsYurtConfigMap, Namespace: tunnelnodes.Namespace},
+			Data:       map[string]string{corefileKey: corefile},
+		}, "v1", "ConfigMap")
+	}
+	return Step{
+		Name: "corefile",
+		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			stock, want, err := yurtCorefile(ctx, env)
+			if err != nil {
+				return Result{}, err
+			}
+			created, _, err := ensureCreated(ctx, env, ss, yurtConfigMap(want))
+			switch {
+			case err != nil:
+				return Result{}, err
+			case created:
+				// The diff that says what the copy is: the edit of the stock Corefile.
+				diff := unifiedDiff(copyKey+" (from ConfigMap "+tunnelnodes.Namespace+"/"+corednsName+")", []byte(stock), []byte(want))
+				return Result{Changed: true, Diffs: []string{diff}, Summary: "ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap +
+					" created: the stock Corefile with yurthosts { fallthrough } in the .:53 block (the coredns ConfigMap is not edited)"}, nil
+			}
+			// It exists: carry over a change of the stock Corefile since.
+			cm := &corev1.ConfigMap{}
+			if err := env.Client.Get(ctx, key(corednsYurtConfigMap), cm); err != nil {
+				return Result{}, fmt.Errorf("reading ConfigMap %s: %w", corednsYurtConfigMap, err)
+			}
+			if cm.Data[corefileKey] == want {
+				return Result{Summary: "already applied"}, nil
+			}
+			diff := unifiedDiff(copyKey, []byte(cm.Data[corefileKey]), []byte(want))
+			if !env.Options.DryRun {
+				if cm.Data == nil {
+					cm.Data = map[string]string{}
+				}
+				cm.Data[corefileKey] = want
+				if err := env.Client.Update(ctx, cm); err != nil {
+					return Result{}, fmt.Errorf("updating ConfigMap %s: %w", corednsYurtConfigMap, err)
+				}
+			}
+			return Result{Changed: true, Diffs: []string{diff}, Summary: "ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap +
+				" updated: carries over the stock Corefile's changes since install"}, nil
+		},
+		// The DaemonSet that read it is gone by now (revert runs backwards).
+		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			deleted, err := deleteCreated(ctx, env, ss, namedObject("v1", "ConfigMap", corednsYurtConfigMap))
+			if err != nil || !deleted {
+				return Result{Summary: "nothing to delete"}, err
+			}
+			return Result{Changed: true, Summary: "deleted ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap}, nil
+		},
+		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
+			cm := &corev1.ConfigMap{}
+			err := env.Client.Get(ctx, key(corednsYurtConfigMap), cm)
+			switch {
+			case apierrors.IsNotFound(err) && ss.Applied:
+				return Drifted, "ConfigMap " + corednsYurtConfigMap + " is missing", nil
+			case apierrors.IsNotFound(err):
+				return NotApplied, "", nil
+			case err != nil:
+				return "", "", err
+			}
+			_, want, err := yurtCorefile(ctx, env)
+			switch {
+			case err != nil:
+				return Drifted, err.Error(), nil
+			case cm.Data[corefileKey] != want:
+				return Drifted, "the stock Corefile changed after install (run install again to carry it over into ConfigMap " + corednsYurtConfigMap + ")", nil
+			}
+			return Applied, "", nil
+		},
+	}
+}
 
 // The Corefile is edited through a parse tree that remembers where every
 // directive starts and ends in the source, so an edit replaces or inserts

@@ -131,22 +131,20 @@ func Install(ctx context.Context, env *Env, out io.Writer) error {
 	if err := env.Options.validate(); err != nil {
 		return err
 	}
-	st, err := loadState(ctx, env.Client)
+	st, err := loadState(ctx, env)
 	if err != nil {
 		return err
 	}
-	st.bind(env.Client, env.Options.DryRun, env.Options.Timeout)
 	for _, step := range Steps() {
 		if slices.Contains(env.Options.Skip, step.Name) {
 			fmt.Fprintf(out, "[%s] skipped\n", step.Name)
 			continue
 		}
 		ss := st.step(step.Name)
-		res, err := step.Install(ctx, env, ss)
+		res, err := runStep(ctx, env, out, step.Name, step.Install, ss, "step")
 		if err != nil {
-			return fmt.Errorf("step %s: %w", step.Name, err)
+			return err
 		}
-		printResult(out, step.Name, res, env.Options.DryRun)
 		if env.Options.DryRun || res.Skipped {
 			continue
 		}
@@ -158,13 +156,24 @@ func Install(ctx context.Context, env *Env, out io.Writer) error {
 	return nil
 }
 
+// runStep runs one step's install or revert and prints its line; what
+// names the run in an error ("step", "reverting step").
+func runStep(ctx context.Context, env *Env, out io.Writer, name string, run func(context.Context, *Env, *stepState) (Result, error),
+	ss *stepState, what string) (Result, error) {
+	res, err := run(ctx, env, ss)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	printResult(out, name, res, env.Options.DryRun)
+	return res, nil
+}
+
 // Revert undoes the recorded changes, last step first.
 func Revert(ctx context.Context, env *Env, out io.Writer) error {
-	st, err := loadState(ctx, env.Client)
+	st, err := loadState(ctx, env)
 	if err != nil {
 		return err
 	}
-	st.bind(env.Client, env.Options.DryRun, env.Options.Timeout)
 	steps := Steps()
 	slices.Reverse(steps)
 	for _, step := range steps {
@@ -179,12 +188,9 @@ func Revert(ctx context.Context, env *Env, out io.Writer) error {
 			}
 			continue
 		}
-		ss := st.step(step.Name)
-		res, err := step.Revert(ctx, env, ss)
-		if err != nil {
-			return fmt.Errorf("reverting step %s: %w", step.Name, err)
+		if _, err := runStep(ctx, env, out, step.Name, step.Revert, st.step(step.Name), "reverting step"); err != nil {
+			return err
 		}
-		printResult(out, step.Name, res, env.Options.DryRun)
 		if env.Options.DryRun {
 			continue
 		}
@@ -212,7 +218,7 @@ type StatusReport struct {
 
 // Status reports each step.
 func Status(ctx context.Context, env *Env) ([]StatusReport, error) {
-	st, err := loadState(ctx, env.Client)
+	st, err := loadState(ctx, env)
 	if err != nil {
 		return nil, err
 	}

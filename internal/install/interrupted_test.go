@@ -76,13 +76,16 @@ func TestFieldEditRevertBeforeTheWrite(t *testing.T) {
 	edit := valueEdit(&value, &writes)
 	ss := newStepState()
 	ss.Records["value"] = record{Before: "old", After: "new"} // saved; the write never happened
-	changed, note, err := edit.revert(ctx, &Env{}, ss)
-	if err != nil || changed || note != "" || writes != 0 || value != "old" {
-		t.Errorf("revert: changed %v, note %q, %v, %d writes, value %q; want nothing to restore", changed, note, err, writes, value)
+	outcome, _, err := edit.revert(ctx, &Env{}, ss)
+	if err != nil || outcome != stillOriginal || writes != 0 || value != "old" {
+		t.Errorf("revert: outcome %v, %v, %d writes, value %q; want nothing to restore", outcome, err, writes, value)
 	}
 	value = "user's"
-	if changed, note, _ := edit.revert(ctx, &Env{}, ss); changed || !strings.Contains(note, "changed since install") || value != "user's" {
-		t.Errorf("revert of a value changed since: changed %v, note %q, value %q", changed, note, value)
+	if outcome, _, _ := edit.revert(ctx, &Env{}, ss); outcome != changedSince || value != "user's" {
+		t.Errorf("revert of a value changed since: outcome %v, value %q", outcome, value)
+	}
+	if res, err := fieldStep("s", "did it", edit, nil).Revert(ctx, &Env{}, ss); err != nil || res.Changed || !strings.Contains(res.Summary, "changed since install") {
+		t.Errorf("revert step of a value changed since: %+v, %v", res, err)
 	}
 }
 
@@ -102,8 +105,8 @@ func TestFieldStepCompletesInterruptedRevert(t *testing.T) {
 			ss.Applied = installApplied
 
 			// The killed revert: the value restored, no action.
-			if changed, _, err := edit.revert(ctx, &Env{}, ss); err != nil || !changed || value != "old" {
-				t.Fatalf("revert: changed %v, %v, value %q", changed, err, value)
+			if outcome, _, err := edit.revert(ctx, &Env{}, ss); err != nil || outcome != restored || value != "old" {
+				t.Fatalf("revert: outcome %v, %v, value %q", outcome, err, value)
 			}
 			res, err := step.Revert(ctx, &Env{}, ss)
 			if err != nil || actions != 1 || !res.Changed || !strings.Contains(res.Summary, "interrupted revert") {
@@ -214,7 +217,7 @@ func TestControlPlaneJobsRevertWaitsForPatchJobs(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(node, patch).WithStatusSubresource(&batchv1.Job{}).Build()
 	env := &Env{Client: c, Options: Options{Timeout: 300 * time.Millisecond, ControlPlaneJobs: true, SyncImage: image}}
 	ss := newStepState()
-	ss.Records["jobs"] = record{After: "master-1"}
+	ss.Records[jobsRecordKey] = record{Jobs: &jobsRecord{Nodes: []string{"master-1"}}}
 	ss.Records[objectKey(toUnstructured(patch, "batch/v1", "Job"))] = record{Created: true}
 	step := controlPlaneStep()
 	restoreName := manifestJob("master-1", "restore", image, Options{}).Name

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
@@ -21,11 +20,16 @@ const StateConfigMap = "yurtdns-install-state"
 // ManagedByLabel marks objects install created.
 const ManagedByLabel = "app.kubernetes.io/managed-by"
 
-// record is one change a step made.
+// record is one change a step made, under a key naming what changed: an
+// object install created (objectKey), a value it edited (fieldEdit.key), or
+// the control-plane step's manifests or Jobs (manifestsRecordKey,
+// jobsRecordKey). Exactly one kind of its fields is set.
 type record struct {
 	// Created: the object did not exist; revert deletes it.
 	Created bool `json:"created,omitempty"`
-	// Before is the value before install; BeforeAbsent when there was none.
+
+	// A value edit. Before is the value before install; BeforeAbsent when
+	// there was none.
 	Before       string `json:"before,omitempty"`
 	BeforeAbsent bool   `json:"beforeAbsent,omitempty"`
 	// After is the value install wrote: revert restores Before only while
@@ -35,7 +39,32 @@ type record struct {
 	// so a revert interrupted after it knows the action after the write
 	// (kube-proxy's restart) may still be due.
 	Restoring bool `json:"restoring,omitempty"`
+
+	// Manifests: the static pod manifests patched in a local directory.
+	Manifests *manifestsRecord `json:"manifests,omitempty"`
+	// Jobs: patch Jobs ran (or may have run) on the control-plane nodes.
+	Jobs *jobsRecord `json:"jobs,omitempty"`
 }
+
+// manifestsRecord is where the control-plane step patched manifests and
+// kept their originals.
+type manifestsRecord struct {
+	Dir       string `json:"dir"`
+	BackupDir string `json:"backupDir"`
+}
+
+// jobsRecord is what the control-plane step's patch Jobs ran on.
+type jobsRecord struct {
+	Nodes []string `json:"nodes"`
+	// Image is the image they ran: one the cluster has, for the restore Jobs.
+	Image string `json:"image,omitempty"`
+}
+
+// The keys of the control-plane step's records.
+const (
+	manifestsRecordKey = "manifests"
+	jobsRecordKey      = "jobs"
+)
 
 // stepState is what one step recorded.
 type stepState struct {
@@ -52,23 +81,32 @@ type state struct {
 	persist func(context.Context) error
 }
 
+// step is the named step's state, empty when it recorded nothing.
 func (s *state) step(name string) *stepState {
 	st, ok := s.steps[name]
 	if !ok {
-		st = &stepState{Records: map[string]record{}}
+		st = &stepState{persist: s.persist}
 		s.steps[name] = st
 	}
 	if st.Records == nil {
 		st.Records = map[string]record{}
 	}
-	st.persist = s.persist
 	return st
 }
 
-func loadState(ctx context.Context, c client.Client) (*state, error) {
+// loadState reads the state and binds it to env: a save waits out an
+// apiserver that is away (the control-plane step restarts it) for up to
+// --timeout; a dry run saves nothing.
+func loadState(ctx context.Context, env *Env) (*state, error) {
 	s := &state{steps: map[string]*stepState{}}
+	s.persist = func(ctx context.Context) error {
+		if env.Options.DryRun {
+			return nil
+		}
+		return retryWhileAway(ctx, env.Options.Timeout, "saving install state", func(ctx context.Context) error { return s.save(ctx, env.Client) })
+	}
 	cm := &corev1.ConfigMap{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: tunnelnodes.Namespace, Name: StateConfigMap}, cm)
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: tunnelnodes.Namespace, Name: StateConfigMap}, cm)
 	if apierrors.IsNotFound(err) {
 		return s, nil
 	}
@@ -77,25 +115,14 @@ func loadState(ctx context.Context, c client.Client) (*state, error) {
 	}
 	s.cm = cm
 	for name, data := range cm.Data {
-		st := &stepState{}
+		st := &stepState{persist: s.persist}
 		if err := json.Unmarshal([]byte(data), st); err != nil {
 			return nil, fmt.Errorf("install state for step %s is corrupt: %w", name, err)
 		}
+		st.upgradeLegacy()
 		s.steps[name] = st
 	}
 	return s, nil
-}
-
-// bind gives the steps a way to save the state; a dry run saves nothing.
-// A save waits out an apiserver that is away (the control-plane step
-// restarts it) for up to timeout.
-func (s *state) bind(c client.Client, dryRun bool, timeout time.Duration) {
-	s.persist = func(ctx context.Context) error {
-		if dryRun {
-			return nil
-		}
-		return retryWhileAway(ctx, timeout, "saving install state", func(ctx context.Context) error { return s.save(ctx, c) })
-	}
 }
 
 // save writes the state after each step, so an interrupted install knows

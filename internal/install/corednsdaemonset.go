@@ -1,0 +1,155 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// corednsDaemonSetStep runs CoreDNS as a DaemonSet on every node (so edge
+// nodes resolve locally when cut off), and scales the Deployment to 0 only
+// once the DaemonSet's pods are Ready on every Ready node and are ready
+// endpoints of kube-dns: DNS never goes dark. NotReady nodes (normal for a
+// cut-off edge node) do not block; they are named.
+func corednsDaemonSetStep() Step {
+	replicas := fieldEdit{
+		key: fmt.Sprintf("Deployment %s/%s replicas", tunnelnodes.Namespace, corednsName),
+		get: func(ctx context.Context, env *Env) (string, bool, error) {
+			d := &appsv1.Deployment{}
+			if err := env.Client.Get(ctx, key(corednsName), d); err != nil {
+				return "", false, fmt.Errorf("reading Deployment coredns: %w", err)
+			}
+			n := int32(1)
+			if d.Spec.Replicas != nil {
+				n = *d.Spec.Replicas
+			}
+			return strconv.Itoa(int(n)), true, nil
+		},
+		set: func(ctx context.Context, env *Env, value string, _ bool) error {
+			n, err := strconv.Atoi(value)
+			if err != nil {
+				return err
+			}
+			d := &appsv1.Deployment{}
+			if err := env.Client.Get(ctx, key(corednsName), d); err != nil {
+				return err
+			}
+			patch := client.MergeFrom(d.DeepCopy())
+			d.Spec.Replicas = new(int32(n))
+			return env.Client.Patch(ctx, d, patch)
+		},
+		desired: func(*Env, string, bool) (string, error) { return "0", nil },
+	}
+	daemonSet := func(ctx context.Context, env *Env) (*unstructured.Unstructured, error) {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, key(corednsName), d); err != nil {
+			return nil, fmt.Errorf("reading Deployment coredns: %w", err)
+		}
+		ds, err := daemonSetFromDeployment(d, env.Options.CoreDNSImage)
+		if err != nil {
+			return nil, err
+		}
+		return toUnstructured(ds, "apps/v1", "DaemonSet"), nil
+	}
+	return Step{
+		Name: "coredns-daemonset",
+		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			ds, err := daemonSet(ctx, env)
+			if err != nil {
+				return Result{}, err
+			}
+			createdDS, dsDiff, err := ensureCreated(ctx, env, ss, ds)
+			if err != nil {
+				return Result{}, err
+			}
+			var res Result
+			if createdDS {
+				res.Diffs = append(res.Diffs, dsDiff)
+			}
+			var notReady []string
+			if !env.Options.DryRun {
+				// Live before the Deployment goes: a Ready pod on every Ready
+				// node, each a ready endpoint of kube-dns.
+				var podIPs []string
+				err := waitFor(ctx, env.Options.Timeout, "DaemonSet coredns not serving on every Ready node",
+					both(daemonSetOnReadyNodes(env, corednsName, &notReady, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
+				if err != nil {
+					return Result{}, fmt.Errorf("%w; the coredns Deployment is left as it was", err)
+				}
+			}
+			scaled, diff, err := replicas.install(ctx, env, ss)
+			if err != nil {
+				return Result{}, err
+			}
+			if scaled {
+				res.Diffs = append(res.Diffs, diff)
+			}
+			res.Changed = createdDS || scaled
+			switch {
+			case !res.Changed:
+				res.Summary = "already applied"
+			default:
+				res.Summary = "DaemonSet coredns Ready on every Ready node and behind kube-dns; Deployment coredns scaled to 0"
+			}
+			if len(notReady) > 0 {
+				res.Summary += " (NotReady nodes not waited for: " + strings.Join(notReady, ", ") + ")"
+			}
+			return res, nil
+		},
+		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			outcome, diff, err := replicas.revert(ctx, env, ss)
+			if err != nil {
+				return Result{}, err
+			}
+			// Restoring: this revert scaled the Deployment back, or an earlier
+			// one did and was interrupted before it was available.
+			// The Deployment serves (its pods are ready endpoints of kube-dns)
+			// before the DaemonSet goes: DNS keeps answering.
+			if ss.Records[replicas.key].Restoring && !env.Options.DryRun {
+				var podIPs []string
+				err := waitFor(ctx, env.Options.Timeout, "Deployment coredns not available",
+					both(deploymentServing(env, corednsName, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
+				if err != nil {
+					return Result{}, fmt.Errorf("%w; the coredns DaemonSet is kept so DNS keeps answering", err)
+				}
+			}
+			deleted, err := deleteCreated(ctx, env, ss, namedObject("apps/v1", "DaemonSet", corednsName))
+			if err != nil {
+				return Result{}, err
+			}
+			summary := "Deployment coredns scaled back, available and behind kube-dns; DaemonSet coredns deleted"
+			if outcome == changedSince {
+				summary = replicas.leftAsIs()
+			}
+			res := Result{Changed: outcome == restored || deleted, Summary: summary}
+			if diff != "" {
+				res.Diffs = []string{diff}
+			}
+			return res, nil
+		},
+		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
+			exists, err := existsAll(ctx, env, []*unstructured.Unstructured{namedObject("apps/v1", "DaemonSet", corednsName)})
+			if err != nil {
+				return "", "", err
+			}
+			s, detail, err := replicas.status(ctx, env, ss)
+			if err != nil {
+				return "", "", err
+			}
+			switch {
+			case exists && s == Applied:
+				return Applied, "", nil
+			case ss.Applied:
+				return Drifted, strings.TrimSpace("DaemonSet or Deployment changed after install " + detail), nil
+			}
+			return NotApplied, "", nil
+		},
+	}
+}

@@ -1,0 +1,25 @@
+// Package install is the cluster surgery of `tunnel-nodes-sync install`,
+// `revert` and `status`: named, ordered, idempotent, reversible steps, in the
+// manner of kubeadm's init phases.
+//
+// Each step has its own file, in the order install runs them:
+//
+//	rbac.go              rbac               CoreDNS may read the records ConfigMap and the tunnel Service
+//	corefile.go          corefile           ConfigMap coredns-yurt: the stock Corefile with yurthosts
+//	corednsdaemonset.go  coredns-daemonset  CoreDNS as a DaemonSet, then the Deployment scaled to 0
+//	kubednstopology.go   kube-dns-topology  kube-dns answers within the node pool
+//	kubeproxy.go         kube-proxy         in-cluster config (where yurthub serves it), rolling restart
+//	controlplane.go      control-plane      static pod manifests, locally or by Jobs (controlplanejobs.go)
+//	sync.go              sync               the tunnel-nodes-sync Deployment from deploy/
+//
+// The steps are built from shared parts: objectsStep and ensureCreated
+// (objects.go) create objects and delete them on revert; fieldEdit and
+// fieldStep (fieldedit.go) change one value and restore it; every "until
+// live" wait goes through waitFor (wait.go); what each step changed is
+// recorded, before it writes, in the state ConfigMap (state.go), so that
+// revert restores exactly that and an interrupted run carries on. The
+// DaemonSet is built from the Deployment in daemonset.go, with the security
+// settings of securitycontext.go; the static pod manifests are edited in
+// manifests.go and written in manifestfiles.go, and waited for in
+// staticpods.go.
+package install

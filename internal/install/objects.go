@@ -1,0 +1,176 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// toUnstructured converts a typed object for the generic create/delete helpers.
+func toUnstructured(obj runtime.Object, apiVersion, kind string) *unstructured.Unstructured {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		panic(err) // typed API objects always convert
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	return u
+}
+
+// namedObject is a reference to an object for existence checks and deletes.
+func namedObject(apiVersion, kind, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace(tunnelnodes.Namespace)
+	u.SetName(name)
+	return u
+}
+
+// objectKey names an object in the state and in diffs.
+func objectKey(o *unstructured.Unstructured) string {
+	if o.GetNamespace() == "" {
+		return o.GetKind() + " " + o.GetName()
+	}
+	return fmt.Sprintf("%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
+}
+
+// objectsStep creates a fixed set of objects and deletes them on revert.
+func objectsStep(name string, objects func(*Env) ([]*unstructured.Unstructured, error)) Step {
+	return Step{
+		Name: name,
+		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			objs, err := objects(env)
+			if err != nil {
+				return Result{}, err
+			}
+			var res Result
+			var created []string
+			for _, o := range objs {
+				changed, diff, err := ensureCreated(ctx, env, ss, o)
+				if err != nil {
+					return Result{}, err
+				}
+				if changed {
+					created = append(created, objectKey(o))
+					res.Diffs = append(res.Diffs, diff)
+				}
+			}
+			res.Changed = len(created) > 0
+			res.Summary = "already applied"
+			if res.Changed {
+				res.Summary = "created " + strings.Join(created, ", ")
+			}
+			return res, nil
+		},
+		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			objs, err := objects(env)
+			if err != nil {
+				return Result{}, err
+			}
+			var deleted []string
+			for i := len(objs) - 1; i >= 0; i-- {
+				ok, err := deleteCreated(ctx, env, ss, objs[i])
+				if err != nil {
+					return Result{}, err
+				}
+				if ok {
+					deleted = append(deleted, objectKey(objs[i]))
+				}
+			}
+			if len(deleted) == 0 {
+				return Result{Summary: "nothing to delete"}, nil
+			}
+			return Result{Changed: true, Summary: "deleted " + strings.Join(deleted, ", ")}, nil
+		},
+		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
+			objs, err := objects(env)
+			if err != nil {
+				return "", "", err
+			}
+			all, err := existsAll(ctx, env, objs)
+			switch {
+			case err != nil:
+				return "", "", err
+			case all:
+				return Applied, "", nil
+			case ss.Applied:
+				return Drifted, "objects install created are missing", nil
+			}
+			return NotApplied, "", nil
+		},
+	}
+}
+
+// ensureCreated creates obj when it does not exist. An existing object
+// install did not create is never touched.
+func ensureCreated(ctx context.Context, env *Env, ss *stepState, obj *unstructured.Unstructured) (changed bool, diff string, err error) {
+	existing := &unstructured.Unstructured{}
+	existing.SetGroupVersionKind(obj.GroupVersionKind())
+	err = env.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+	if err == nil {
+		if existing.GetLabels()[ManagedByLabel] != "yurtdns" {
+			return false, "", fmt.Errorf("%s already exists and was not created by yurtdns: refusing to change it", objectKey(obj))
+		}
+		return false, "", nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return false, "", err
+	}
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[ManagedByLabel] = "yurtdns"
+	obj.SetLabels(labels)
+	rendered, _ := yaml.Marshal(obj.Object)
+	diff = unifiedDiff(objectKey(obj), nil, rendered)
+	if env.Options.DryRun {
+		return true, diff, nil
+	}
+	ss.Records[objectKey(obj)] = record{Created: true}
+	if err := ss.persist(ctx); err != nil {
+		return false, "", err
+	}
+	return true, diff, env.Client.Create(ctx, obj)
+}
+
+// deleteCreated deletes what ensureCreated created.
+func deleteCreated(ctx context.Context, env *Env, ss *stepState, obj *unstructured.Unstructured) (bool, error) {
+	if rec, ok := ss.Records[objectKey(obj)]; !ok || !rec.Created {
+		return false, nil
+	}
+	if env.Options.DryRun {
+		return true, nil
+	}
+	err := env.Client.Delete(ctx, obj, client.PropagationPolicy("Background"))
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// existsAll reports whether every object exists.
+func existsAll(ctx context.Context, env *Env, objs []*unstructured.Unstructured) (bool, error) {
+	for _, o := range objs {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(o.GroupVersionKind())
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), u)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
