@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install"
-	"github.com/yurtdns/yurtdns/internal/sync"
+	"github.com/yurtdns/yurtdns/internal/tunnelsync"
 	"github.com/yurtdns/yurtdns/internal/version"
 
 	"github.com/spf13/cobra"
@@ -187,6 +187,6 @@ func newStatusCommand() *cobra.Command {
 	}
 	f.register(cmd, false)
 	cmd.Flags().StringVar(&verifyDNS, "verify-dns", "", "Also resolve every node name at this DNS server (IP:PORT, e.g. the kube-dns ClusterIP:53) and compare")
-	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", sync.DefaultEdgeNodeSelector, "Label selector of edge nodes, for --verify-dns")
+	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes, for --verify-dns")
 	return cmd
 }

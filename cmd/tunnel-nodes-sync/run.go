@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/yurtdns/yurtdns/internal/sync"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/internal/tunnelsync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -26,7 +26,7 @@ type runOptions struct {
 	edgeNodeSelector string
 	httpsTargetPort  int32
 	httpTargetPort   int32
-	manager          sync.ManagerOptions
+	manager          tunnelsync.ManagerOptions
 	debounce         time.Duration
 }
 
@@ -48,7 +48,7 @@ func newRunCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			mgr, err := sync.NewManager(restConfig, cfg, o.manager)
+			mgr, err := tunnelsync.NewManager(restConfig, cfg, o.manager)
 			if err != nil {
 				return err
 			}
@@ -66,7 +66,7 @@ func newRunCommand() *cobra.Command {
 	f.StringVar(&o.configMapKey, "configmap-key", tunnelnodes.ConfigMapKey, "Key of the records ConfigMap")
 	f.StringVar(&o.service, "service", tunnelnodes.ServiceName, "Tunnel Service; --profile sets the default")
 	f.StringVar(&o.serverConfig, "server-config", tunnelnodes.ServerConfigName, "Tunnel server config ConfigMap listing extra ports, empty disables port sync; --profile sets the default")
-	f.StringVar(&o.edgeNodeSelector, "edge-node-selector", sync.DefaultEdgeNodeSelector, "Label selector of edge nodes")
+	f.StringVar(&o.edgeNodeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes")
 	f.Int32Var(&o.httpsTargetPort, "https-target-port", tunnelnodes.DefaultHTTPSTargetPort, "Target port of https-proxy-ports")
 	f.Int32Var(&o.httpTargetPort, "http-target-port", tunnelnodes.DefaultHTTPTargetPort, "Target port of http-proxy-ports")
 	f.BoolVar(&o.manager.LeaderElect, "leader-elect", true, "Elect a leader on a Lease so only one replica writes")
@@ -82,10 +82,10 @@ func newRunCommand() *cobra.Command {
 }
 
 // config applies the profile to the names not set explicitly and validates.
-func (o *runOptions) config(flags *pflag.FlagSet) (sync.Config, error) {
-	profile, ok := sync.Profiles[o.profile]
+func (o *runOptions) config(flags *pflag.FlagSet) (tunnelsync.Config, error) {
+	profile, ok := tunnelsync.Profiles[o.profile]
 	if !ok {
-		return sync.Config{}, fmt.Errorf("--profile %q: must be yurt-tunnel or raven", o.profile)
+		return tunnelsync.Config{}, fmt.Errorf("--profile %q: must be yurt-tunnel or raven", o.profile)
 	}
 	if !flags.Changed("configmap") {
 		o.configMap = profile.ConfigMap
@@ -98,9 +98,9 @@ func (o *runOptions) config(flags *pflag.FlagSet) (sync.Config, error) {
 	}
 	selector, err := labels.Parse(o.edgeNodeSelector)
 	if err != nil {
-		return sync.Config{}, fmt.Errorf("--edge-node-selector: %w", err)
+		return tunnelsync.Config{}, fmt.Errorf("--edge-node-selector: %w", err)
 	}
-	cfg := sync.Config{
+	cfg := tunnelsync.Config{
 		Namespace: o.namespace, ConfigMap: o.configMap, ConfigMapKey: o.configMapKey, Service: o.service,
 		ServerConfig: o.serverConfig, EdgeNodeSelector: selector,
 		HTTPSTargetPort: o.httpsTargetPort, HTTPTargetPort: o.httpTargetPort, Debounce: o.debounce,

@@ -1,7 +1,7 @@
-// Package sync is the tunnel-nodes-sync controller: it keeps the records
+// Package tunnelsync is the tunnel-nodes-sync controller: it keeps the records
 // ConfigMap (node name → tunnel ClusterIP or node IP) and the tunnel
 // Service's dnat-* ports equal to what the cluster says they should be.
-package sync
+package tunnelsync
 
 import (
 	"fmt"

@@ -1,12 +1,10 @@
-package sync
+package tunnelsync
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/version"
@@ -15,18 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
 // ManagerOptions are the process-level settings of `run`.
@@ -71,7 +63,8 @@ func UserAgent() string { return "tunnel-nodes-sync/" + version.Version }
 
 // NewManager builds the controller-runtime manager with caches limited to
 // what the sync reads: Nodes stripped to name, labels and addresses, and
-// the one Service and one ConfigMap, each field-selected by name.
+// the one Service and one ConfigMap, each field-selected by name; and sets
+// the sync controller up in it.
 func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manager.Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -116,7 +109,7 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 	if err := mgr.AddReadyzCheck("caches", func(_ *http.Request) error { return cachesSynced(mgr) }); err != nil {
 		return nil, err
 	}
-	if err := setupController(mgr, cfg); err != nil {
+	if err := NewReconciler(mgr, cfg).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -134,85 +127,6 @@ func stripNode(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
 		Status:     corev1.NodeStatus{Addresses: n.Status.Addresses},
 	}, nil
-}
-
-func setupController(mgr manager.Manager, cfg Config) error {
-	r := &Reconciler{
-		cfg:       cfg,
-		client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		recorder:  mgr.GetEventRecorder("tunnel-nodes-sync"),
-		log:       mgr.GetLogger().WithName("sync"),
-	}
-	c, err := controller.New("tunnel-nodes-sync", mgr, controller.Options{Reconciler: r, MaxConcurrentReconciles: 1})
-	if err != nil {
-		return err
-	}
-	enqueue := debounced(cfg.Debounce, &r.trigger)
-	nodeChanges := enqueue
-	nodeChanges.UpdateFunc = func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		// Kubelet status updates come often; only labels and addresses matter.
-		oldNode, newNode := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
-		if maps.Equal(oldNode.Labels, newNode.Labels) && slices.Equal(oldNode.Status.Addresses, newNode.Status.Addresses) {
-			return
-		}
-		enqueue.UpdateFunc(ctx, e, q)
-	}
-	sources := []source.Source{
-		source.Kind(mgr.GetCache(), client.Object(&corev1.Node{}), handler.EventHandler(nodeChanges)),
-		source.Kind(mgr.GetCache(), client.Object(&corev1.Service{}), handler.EventHandler(enqueue)),
-		source.Kind(mgr.GetCache(), client.Object(&corev1.ConfigMap{}), handler.EventHandler(enqueue)),
-	}
-	if cfg.ServerConfig != "" {
-		// A second cache: one informer cannot field-select two ConfigMaps,
-		// and RBAC grants list/watch on each one only by its name.
-		serverCfgCache, err := cache.New(mgr.GetConfig(), cache.Options{
-			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-			DefaultTransform:  cache.TransformStripManagedFields(),
-			DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}},
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.ConfigMap{}: {Field: byName(cfg.ServerConfig)},
-			},
-		})
-		if err != nil {
-			return err
-		}
-		if err := mgr.Add(serverCfgCache); err != nil {
-			return err
-		}
-		r.serverConfig = serverCfgCache
-		sources = append(sources, source.Kind(serverCfgCache, client.Object(&corev1.ConfigMap{}), handler.EventHandler(enqueue)))
-	}
-	for _, s := range sources {
-		if err := c.Watch(s); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// debounced enqueues the single sync key at most delay after the first
-// change; further changes in that window join the same sync (the queue keeps
-// the earliest time for a waiting key).
-func debounced(delay time.Duration, trigger *triggerClock) handler.Funcs {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		trigger.mark(time.Now())
-		q.AddAfter(syncRequest, delay)
-	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q)
-		},
-		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q)
-		},
-		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q)
-		},
-		GenericFunc: func(_ context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q)
-		},
-	}
 }
 
 // cachesSynced is the readiness check: the informers have their first lists.

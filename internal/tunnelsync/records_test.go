@@ -1,4 +1,4 @@
-package sync
+package tunnelsync
 
 import (
 	"net/netip"

@@ -1,4 +1,4 @@
-package sync
+package tunnelsync
 
 import (
 	"context"
@@ -10,14 +10,13 @@ import (
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -36,7 +35,6 @@ type Reconciler struct {
 	// serverConfig reads the tunnel server config; nil when port sync is off.
 	serverConfig client.Reader
 	recorder     events.EventRecorder
-	log          logr.Logger
 
 	trigger triggerClock
 	// lastPortReport avoids repeating the same bad-entry report on every sync.
@@ -71,6 +69,7 @@ func (c *triggerClock) take(now time.Time) time.Time {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	logger := log.FromContext(ctx)
 	start := time.Now()
 	defer func() { syncDuration.Observe(time.Since(start).Seconds()) }()
 	triggered := r.trigger.take(start)
@@ -88,7 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		// Writing now would drop every edge node; yurthosts keeps answering
 		// the stored records (and follows a recreated Service by itself).
 		errorsTotal.WithLabelValues("no_tunnel_ip").Inc()
-		r.log.Info("Tunnel service missing or without a ClusterIP; keeping the stored records",
+		logger.Info("Tunnel service missing or without a ClusterIP; keeping the stored records",
 			"service", r.cfg.Namespace+"/"+r.cfg.Service)
 		return reconcile.Result{}, nil
 	}
@@ -104,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	recordsGauge.WithLabelValues("cloud").Set(float64(counts.Cloud))
 	recordsGauge.WithLabelValues("skipped").Set(float64(counts.Skipped))
 	for _, s := range skipped {
-		r.log.V(1).Info("Node skipped", "node", s.Name, "reason", s.Reason)
+		logger.V(1).Info("Node skipped", "node", s.Name, "reason", s.Reason)
 	}
 
 	// The text carries the ClusterIPs it was rendered for, so every
@@ -122,19 +121,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	return reconcile.Result{}, nil
 }
 
-// retryable: a conflict (someone wrote since we read) or a create race.
-func retryable(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
-
 // syncRecords writes text and the ClusterIPs it was rendered for into the
 // records ConfigMap when either differs, keeping every other key, label and
 // annotation.
 func (r *Reconciler) syncRecords(ctx context.Context, text, clusterIPs string, counts recordCounts, triggered time.Time) error {
+	logger := log.FromContext(ctx)
 	key := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.ConfigMap}
 	if len(text) > tunnelnodes.MaxHostsBytes {
 		errorsTotal.WithLabelValues("too_large").Inc()
 		err := fmt.Errorf("records for %d nodes are %d bytes, over the %d byte ConfigMap limit: not written, the stored records stay",
 			counts.Edge+counts.Cloud, len(text), tunnelnodes.MaxHostsBytes)
-		r.log.Error(err, "Records too large", "configmap", key.String())
+		logger.Error(err, "Records too large", "configmap", key.String())
 		cm := &corev1.ConfigMap{}
 		if r.client.Get(ctx, key, cm) == nil {
 			r.recorder.Eventf(cm, nil, corev1.EventTypeWarning, "RecordsTooLarge", "Sync", err.Error())
@@ -142,33 +139,19 @@ func (r *Reconciler) syncRecords(ctx context.Context, text, clusterIPs string, c
 		return nil
 	}
 
-	var reader client.Reader = r.client
-	err := retry.OnError(retry.DefaultBackoff, retryable, func() error {
-		cm := &corev1.ConfigMap{}
-		err := reader.Get(ctx, key, cm)
-		reader = r.apiReader // a retry means the cache lagged
-		annotations := map[string]string{
-			tunnelnodes.LastChangeTriggerTimeAnnotation: triggered.UTC().Format(time.RFC3339Nano),
-			tunnelnodes.TunnelClusterIPsAnnotation:      clusterIPs,
-		}
-		if apierrors.IsNotFound(err) {
-			cm = &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Annotations: annotations},
-				Data:       map[string]string{r.cfg.ConfigMapKey: text},
-			}
-			if err := r.client.Create(ctx, cm); err != nil {
-				return err
-			}
-			writesTotal.WithLabelValues("configmap").Inc()
-			r.log.Info("Created records ConfigMap", "configmap", key.String(), "edge", counts.Edge, "cloud", counts.Cloud)
-			return nil
-		}
-		if err != nil {
-			return err
+	annotations := map[string]string{
+		tunnelnodes.LastChangeTriggerTimeAnnotation: triggered.UTC().Format(time.RFC3339Nano),
+		tunnelnodes.TunnelClusterIPsAnnotation:      clusterIPs,
+	}
+	done, err := writeConflictSafe(ctx, r, "configmap", key, func(cm *corev1.ConfigMap, found bool) write {
+		if !found {
+			cm.ObjectMeta = metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Annotations: annotations}
+			cm.Data = map[string]string{r.cfg.ConfigMapKey: text}
+			return create
 		}
 		if stored, ok := cm.Data[r.cfg.ConfigMapKey]; ok && stored == text &&
 			cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation] == clusterIPs {
-			return nil
+			return noWrite
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
@@ -178,20 +161,18 @@ func (r *Reconciler) syncRecords(ctx context.Context, text, clusterIPs string, c
 			cm.Annotations = map[string]string{}
 		}
 		maps.Copy(cm.Annotations, annotations)
-		if err := r.client.Update(ctx, cm); err != nil {
-			if apierrors.IsConflict(err) {
-				conflictsTotal.WithLabelValues("configmap").Inc()
-			}
-			return err
-		}
-		writesTotal.WithLabelValues("configmap").Inc()
-		r.log.V(1).Info("Wrote records", "configmap", key.String(), "edge", counts.Edge, "cloud", counts.Cloud,
-			"skipped", counts.Skipped, "sinceTrigger", time.Since(triggered))
-		return nil
+		return update
 	})
 	if err != nil {
 		errorsTotal.WithLabelValues("api").Inc()
 		return fmt.Errorf("writing records ConfigMap %s: %w", key, err)
+	}
+	switch done {
+	case create:
+		logger.Info("Created records ConfigMap", "configmap", key.String(), "edge", counts.Edge, "cloud", counts.Cloud)
+	case update:
+		logger.V(1).Info("Wrote records", "configmap", key.String(), "edge", counts.Edge, "cloud", counts.Cloud,
+			"skipped", counts.Skipped, "sinceTrigger", time.Since(triggered))
 	}
 	return nil
 }
@@ -214,33 +195,24 @@ func (r *Reconciler) syncPorts(ctx context.Context) error {
 	mappings, bad := tunnelnodes.ParsePortMappings(data, r.cfg.HTTPSTargetPort, r.cfg.HTTPTargetPort)
 
 	svcKey := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.Service}
-	var reader client.Reader = r.client
 	var conflicts []tunnelnodes.PortMapping
-	err := retry.OnError(retry.DefaultBackoff, retryable, func() error {
-		svc := &corev1.Service{}
-		err := reader.Get(ctx, svcKey, svc)
-		reader = r.apiReader
-		if err != nil {
-			return err
+	done, err := writeConflictSafe(ctx, r, "service", svcKey, func(svc *corev1.Service, found bool) write {
+		if !found {
+			return noWrite // nothing to put the ports on
 		}
 		var ports []corev1.ServicePort
 		ports, conflicts = desiredServicePorts(svc.Spec.Ports, mappings)
 		if portsEqual(svc.Spec.Ports, ports) {
-			return nil
+			return noWrite
 		}
 		svc.Spec.Ports = ports
-		if err := r.client.Update(ctx, svc); err != nil {
-			if apierrors.IsConflict(err) {
-				conflictsTotal.WithLabelValues("service").Inc()
-			}
-			return err
-		}
-		writesTotal.WithLabelValues("service").Inc()
-		r.log.Info("Updated tunnel service ports", "service", svcKey.String(), "dnatPorts", len(mappings)-len(conflicts))
-		return nil
+		return update
 	})
-	r.reportBadPorts(serverCfg, bad, conflicts)
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err == nil && done == update {
+		log.FromContext(ctx).Info("Updated tunnel service ports", "service", svcKey.String(), "dnatPorts", len(mappings)-len(conflicts))
+	}
+	r.reportBadPorts(ctx, serverCfg, bad, conflicts)
+	if err != nil {
 		errorsTotal.WithLabelValues("api").Inc()
 		return fmt.Errorf("updating tunnel service %s ports: %w", svcKey, err)
 	}
@@ -249,7 +221,7 @@ func (r *Reconciler) syncPorts(ctx context.Context) error {
 
 // reportBadPorts logs, counts and records an event once per distinct set of
 // problems: the good entries have been applied regardless.
-func (r *Reconciler) reportBadPorts(serverCfg *corev1.ConfigMap, bad []tunnelnodes.PortError, conflicts []tunnelnodes.PortMapping) {
+func (r *Reconciler) reportBadPorts(ctx context.Context, serverCfg *corev1.ConfigMap, bad []tunnelnodes.PortError, conflicts []tunnelnodes.PortMapping) {
 	var problems []string
 	for _, b := range bad {
 		problems = append(problems, b.Error())
@@ -266,7 +238,7 @@ func (r *Reconciler) reportBadPorts(serverCfg *corev1.ConfigMap, bad []tunnelnod
 		return
 	}
 	badPortEntriesTotal.Add(float64(len(problems)))
-	r.log.Info("Skipped bad port entries in the tunnel server config", "configmap", r.cfg.Namespace+"/"+r.cfg.ServerConfig, "problems", report)
+	log.FromContext(ctx).Info("Skipped bad port entries in the tunnel server config", "configmap", r.cfg.Namespace+"/"+r.cfg.ServerConfig, "problems", report)
 	if serverCfg != nil {
 		r.recorder.Eventf(serverCfg, nil, corev1.EventTypeWarning, "InvalidPortEntry", "Sync", "skipped: %s", report)
 	}

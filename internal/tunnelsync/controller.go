@@ -1,0 +1,104 @@
+package tunnelsync
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// ControllerName names the controller in metrics and logs, and its events.
+const ControllerName = "tunnel-nodes-sync"
+
+// NewReconciler is the sync of cfg, reading from mgr's cache and writing
+// through its client.
+func NewReconciler(mgr manager.Manager, cfg Config) *Reconciler {
+	return &Reconciler{
+		cfg:       cfg,
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		recorder:  mgr.GetEventRecorder(ControllerName),
+	}
+}
+
+// SetupWithManager wires the controller: every change of a node's labels or
+// addresses, of the tunnel Service, of the records ConfigMap and of the
+// server config enqueues the one sync key, debounced.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, debounced[*corev1.Node](r.cfg.Debounce, &r.trigger), nodeRecordChanged())).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, debounced[*corev1.Service](r.cfg.Debounce, &r.trigger))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r.cfg.Debounce, &r.trigger)))
+	if r.cfg.ServerConfig != "" {
+		// A second cache: one informer cannot field-select two ConfigMaps,
+		// and RBAC grants list/watch on each one only by its name.
+		serverCfgCache, err := cache.New(mgr.GetConfig(), cache.Options{
+			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			DefaultTransform:  cache.TransformStripManagedFields(),
+			DefaultNamespaces: map[string]cache.Config{r.cfg.Namespace: {}},
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.ConfigMap{}: {Field: byName(r.cfg.ServerConfig)},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(serverCfgCache); err != nil {
+			return err
+		}
+		r.serverConfig = serverCfgCache
+		b = b.WatchesRawSource(source.Kind(serverCfgCache, &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r.cfg.Debounce, &r.trigger)))
+	}
+	return b.Complete(r)
+}
+
+// nodeRecordChanged passes a node update only when what the records are
+// made of changed: kubelet status updates come often; only labels and
+// addresses matter.
+func nodeRecordChanged() predicate.TypedPredicate[*corev1.Node] {
+	return predicate.TypedFuncs[*corev1.Node]{
+		UpdateFunc: func(e event.TypedUpdateEvent[*corev1.Node]) bool {
+			return !maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels) ||
+				!slices.Equal(e.ObjectOld.Status.Addresses, e.ObjectNew.Status.Addresses)
+		},
+	}
+}
+
+// debounced enqueues the single sync key at most delay after the first
+// change; further changes in that window join the same sync (the queue keeps
+// the earliest time for a waiting key).
+func debounced[T client.Object](delay time.Duration, trigger *triggerClock) handler.TypedFuncs[T, reconcile.Request] {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		trigger.mark(time.Now())
+		q.AddAfter(syncRequest, delay)
+	}
+	return handler.TypedFuncs[T, reconcile.Request]{
+		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		UpdateFunc: func(_ context.Context, _ event.TypedUpdateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		GenericFunc: func(_ context.Context, _ event.TypedGenericEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+	}
+}

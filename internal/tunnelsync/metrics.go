@@ -1,0 +1,37 @@
+package tunnelsync
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// metric names one of the sync's metrics: tunnel_nodes_sync_<name>.
+func metric(name, help string) prometheus.Opts {
+	return prometheus.Opts{Subsystem: "tunnel_nodes_sync", Name: name, Help: help}
+}
+
+// Served by the manager's metrics endpoint with controller-runtime's own.
+var (
+	recordsGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts(metric("records",
+		"Nodes in the last computed records, by kind: edge, cloud, or skipped (no usable name or address).")), []string{"kind"})
+	writesTotal = prometheus.NewCounterVec(prometheus.CounterOpts(metric("writes_total",
+		"Writes to the records ConfigMap or the tunnel Service.")), []string{"object"})
+	conflictsTotal = prometheus.NewCounterVec(prometheus.CounterOpts(metric("write_conflicts_total",
+		"Writes rejected because the object changed since it was read; each is re-read and recomputed.")), []string{"object"})
+	errorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts(metric("errors_total",
+		"Syncs that could not write, by reason: too_large, no_tunnel_ip, api.")), []string{"reason"})
+	badPortEntriesTotal = prometheus.NewCounter(prometheus.CounterOpts(metric("bad_port_entries_total",
+		"Server config port entries skipped because they are not valid or collide with another Service port.")))
+	syncDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Subsystem: "tunnel_nodes_sync", Name: "sync_duration_seconds",
+		Help:    "Time to compute and write the desired state once.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	})
+	lastSuccessTimestamp = prometheus.NewGauge(prometheus.GaugeOpts(metric("last_success_timestamp_seconds",
+		"When the records and ports were last confirmed in sync.")))
+)
+
+func init() {
+	metrics.Registry.MustRegister(recordsGauge, writesTotal, conflictsTotal, errorsTotal,
+		badPortEntriesTotal, syncDuration, lastSuccessTimestamp)
+}
