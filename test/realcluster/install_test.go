@@ -109,26 +109,7 @@ func checkImageSwap(t *testing.T) {
 			t.Errorf("no Ready coredns-yurt DaemonSet pod on %s", n.Name)
 		}
 	}
-	// install's last step creates the sync's Deployment; its pods start right
-	// after the control-plane step restarted kube-apiserver.
-	start := time.Now()
-	for {
-		dep, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if img := dep.Spec.Template.Spec.Containers[0].Image; !strings.HasPrefix(img, "docker.io/yurtdns/tunnel-nodes-sync:") {
-			t.Errorf("tunnel-nodes-sync runs %s", img)
-		}
-		if dep.Status.AvailableReplicas > 0 {
-			t.Logf("tunnel-nodes-sync available %s after install", time.Since(start).Round(100*time.Millisecond))
-			break
-		}
-		if time.Since(start) > 2*time.Minute {
-			t.Fatalf("tunnel-nodes-sync: no replica available after 2m: %+v", dep.Status)
-		}
-		time.Sleep(time.Second)
-	}
+	waitSyncAvailable(t)
 }
 
 // containerProcess finds the process of a pod's first container on master-1
@@ -291,4 +272,30 @@ func checkReverted(t *testing.T, ctx context.Context) {
 		}
 	}
 	checkKubeProxyHealthy(t)
+}
+
+// waitSyncAvailable waits for the Deployment of make image's
+// tunnel-nodes-sync that install's last step creates; its pods start right
+// after the control-plane step restarted kube-apiserver, the controller
+// manager and the scheduler.
+func waitSyncAvailable(t *testing.T) {
+	t.Helper()
+	start := time.Now()
+	for {
+		dep, err := cs.AppsV1().Deployments("kube-system").Get(context.Background(), "tunnel-nodes-sync", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img := dep.Spec.Template.Spec.Containers[0].Image; !strings.HasPrefix(img, "docker.io/yurtdns/tunnel-nodes-sync:") {
+			t.Errorf("tunnel-nodes-sync runs %s", img)
+		}
+		if dep.Status.AvailableReplicas > 0 {
+			t.Logf("tunnel-nodes-sync available %s after install", time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("tunnel-nodes-sync: no replica available after 2m: %+v", dep.Status)
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -46,6 +46,7 @@ func TestTunnelPath(t *testing.T) {
 			t.Errorf("revert: %v", err)
 		}
 	}()
+	waitSyncAvailable(t)
 	runPod(t, kc.TunnelStandinServer())
 	runPod(t, cluster.StandinPod("standin-exporter", "worker-1", true, nil, "exporter", "--addr", ":9100", "--name", "worker-1"))
 	waitTunnelEndpoints(t)
@@ -155,7 +156,7 @@ func setServerConfigPorts(t *testing.T, ports string) {
 
 func waitServicePort(t *testing.T, name string, present bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		svc, err := cs.CoreV1().Services("kube-system").Get(context.Background(), tunnelnodes.ServiceName, metav1.GetOptions{})
 		if err == nil {
@@ -168,7 +169,7 @@ func waitServicePort(t *testing.T, name string, present bool) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("tunnel Service port %s present=%v not reached in 30s", name, present)
+			t.Fatalf("tunnel Service port %s present=%v not reached in 1m", name, present)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -6,9 +6,15 @@
 // the https port, the HTTP Host on the http port — and the port it dialled
 // (the Service port, from conntrack's original destination, since
 // kube-proxy's DNAT rewrote it to the target port), and forwards the raw
-// connection to that node's address and port. It never terminates TLS: the
-// client talks to the node's server end to end. It counts every connection
-// per node and port, at GET /connections on --stats-addr.
+// connection to that node's address and port: the client talks to the
+// node's server end to end. One exception: kube-apiserver's upgrade path
+// (exec, attach, port-forward) sends no SNI when it does not verify kubelet
+// certificates (apimachinery's proxy.DialURL with InsecureSkipVerify, the
+// kubeadm default); for such a connection the stand-in does what
+// yurt-tunnel-server always does — terminates TLS with a throwaway
+// certificate the apiserver does not check, reads the node from the HTTP
+// Host, and opens TLS to the node's server. It counts every connection per
+// node and port, at GET /connections on --stats-addr.
 //
 // Two more subcommands make the rest of the tests' path:
 //
@@ -68,6 +74,7 @@ func main() {
 // forwarder forwards connections to nodes and counts them.
 type forwarder struct {
 	nodes map[string]string // node name → address
+	cert  tls.Certificate   // for clients that name no server
 
 	mu     sync.Mutex
 	counts map[string]map[string]int // node → port → connections
@@ -80,7 +87,11 @@ func serve(args []string) error {
 	httpPort := fs.Int("http-port", 10264, "the tunnel's http target port (node from the Host header)")
 	statsAddr := fs.String("stats-addr", ":10265", "GET /connections: connections forwarded per node and port")
 	fs.Parse(args)
-	f := &forwarder{nodes: map[string]string{}, counts: map[string]map[string]int{}}
+	cert, err := selfSigned("tunnel-standin")
+	if err != nil {
+		return err
+	}
+	f := &forwarder{nodes: map[string]string{}, counts: map[string]map[string]int{}, cert: cert}
 	for _, kv := range strings.Split(*nodes, ",") {
 		name, ip, ok := strings.Cut(kv, "=")
 		if !ok || net.ParseIP(ip) == nil {
@@ -132,38 +143,104 @@ func (f *forwarder) forward(conn *net.TCPConn, nodeOf func(io.Reader) (string, e
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	node, err := nodeOf(io.TeeReader(conn, &seen))
 	conn.SetReadDeadline(time.Time{})
+	if errors.Is(err, errNoServerName) {
+		f.forwardTerminated(conn, port, seen.Bytes())
+		return
+	}
 	if err != nil {
 		fmt.Println("tunnel-standin: which node:", err)
 		return
 	}
-	host, _, _ := strings.Cut(node, ":")
-	ip, ok := f.nodes[host]
-	if !ok {
-		fmt.Printf("tunnel-standin: unknown node %q\n", host)
-		return
-	}
-	backend, err := net.DialTimeout("tcp", net.JoinHostPort(ip, strconv.Itoa(port)), 5*time.Second)
+	backend, err := f.dial(conn, node, port, nil)
 	if err != nil {
-		fmt.Printf("tunnel-standin: %s: %v\n", host, err)
+		fmt.Println("tunnel-standin:", err)
 		return
 	}
 	defer backend.Close()
+	if _, err := backend.Write(seen.Bytes()); err != nil {
+		return
+	}
+	pipe(conn, backend, conn)
+}
+
+// dial opens the connection to node's port (over TLS with tlsConfig when
+// not nil) and counts it.
+func (f *forwarder) dial(client net.Conn, node string, port int, tlsConfig *tls.Config) (net.Conn, error) {
+	host, _, _ := strings.Cut(node, ":")
+	ip, ok := f.nodes[host]
+	if !ok {
+		return nil, fmt.Errorf("unknown node %q", host)
+	}
+	addr := net.JoinHostPort(ip, strconv.Itoa(port))
+	var backend net.Conn
+	var err error
+	if tlsConfig != nil {
+		backend, err = tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, tlsConfig)
+	} else {
+		backend, err = net.DialTimeout("tcp", addr, 5*time.Second)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", host, err)
+	}
 	f.mu.Lock()
 	if f.counts[host] == nil {
 		f.counts[host] = map[string]int{}
 	}
 	f.counts[host][strconv.Itoa(port)]++
 	f.mu.Unlock()
-	fmt.Printf("tunnel-standin: %s → %s:%d\n", conn.RemoteAddr(), host, port)
-	if _, err := backend.Write(seen.Bytes()); err != nil {
+	fmt.Printf("tunnel-standin: %s → %s:%d (TLS terminated: %v)\n", client.RemoteAddr(), host, port, tlsConfig != nil)
+	return backend, nil
+}
+
+// forwardTerminated serves a TLS client that named no server: it replays
+// the ClientHello already read into a TLS server with a throwaway
+// certificate, reads the request's Host, and relays to the node over TLS.
+func (f *forwarder) forwardTerminated(conn *net.TCPConn, port int, hello []byte) {
+	server := tls.Server(replayConn{TCPConn: conn, r: io.MultiReader(bytes.NewReader(hello), conn)},
+		&tls.Config{Certificates: []tls.Certificate{f.cert}, NextProtos: []string{"http/1.1"}})
+	defer server.Close()
+	br := bufio.NewReader(server)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		fmt.Println("tunnel-standin: request without SNI:", err)
 		return
 	}
+	backend, err := f.dial(conn, req.Host, port, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		fmt.Println("tunnel-standin:", err)
+		return
+	}
+	defer backend.Close()
+	if err := req.Write(backend); err != nil {
+		return
+	}
+	pipe(server, backend, br)
+}
+
+// pipe copies both ways until both directions end; from is what the client
+// sends (a reader that may hold bytes already buffered).
+func pipe(client, backend net.Conn, from io.Reader) {
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(backend, conn); backend.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-	go func() { io.Copy(conn, backend); conn.CloseWrite(); done <- struct{}{} }()
+	go func() { io.Copy(backend, from); closeWrite(backend); done <- struct{}{} }()
+	go func() { io.Copy(client, backend); closeWrite(client); done <- struct{}{} }()
 	<-done
 	<-done
 }
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+}
+
+// replayConn reads r (bytes already read, then the connection) and writes
+// to the connection.
+type replayConn struct {
+	*net.TCPConn
+	r io.Reader
+}
+
+func (c replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // originalPort is the port the client dialled before kube-proxy's DNAT:
 // the Service port, which is the node's port (10250 for the kubelet, 9100
@@ -190,21 +267,27 @@ func originalPort(conn *net.TCPConn) (int, error) {
 	return port, err
 }
 
-var errHelloRead = errors.New("client hello read")
+var (
+	errHelloRead    = errors.New("client hello read")
+	errNoServerName = errors.New("the TLS client named no server")
+)
 
 // sniNode reads a TLS ClientHello and returns its server name.
 func sniNode(r io.Reader) (string, error) {
-	var name string
+	var hello *tls.ClientHelloInfo
 	err := tls.Server(readOnlyConn{r: r}, &tls.Config{
 		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-			name = h.ServerName
+			hello = h
 			return nil, errHelloRead
 		},
 	}).Handshake()
-	if name == "" {
-		return "", fmt.Errorf("no TLS server name (%v)", err)
+	switch {
+	case hello == nil:
+		return "", fmt.Errorf("no TLS ClientHello: %v", err)
+	case hello.ServerName == "":
+		return "", errNoServerName
 	}
-	return name, nil
+	return hello.ServerName, nil
 }
 
 // hostNode reads an HTTP request head and returns its Host.
