@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -96,43 +98,37 @@ func (f *surgeryFlags) env() (*install.Env, error) {
 
 func newInstallCommand() *cobra.Command {
 	f := &surgeryFlags{}
-	cmd := &cobra.Command{
-		Use:   "install",
-		Short: "Turn the cluster's DNS into yurtdns, step by step (idempotent; see revert)",
-		Long: "Steps, in order: " + strings.Join(install.StepNames(), ", ") + ".\n" +
-			"Each step says what it changed or that it was already applied; what it changed is recorded in\n" +
-			"ConfigMap kube-system/" + install.StateConfigMap + " so that revert restores exactly that.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, err := f.env()
-			if err != nil {
-				return err
-			}
-			return install.Install(cmd.Context(), env, cmd.OutOrStdout())
-		},
-	}
+	cmd := f.command(install.Install, "install", "Turn the cluster's DNS into yurtdns, step by step (idempotent; see revert)")
+	cmd.Long = "Steps, in order: " + strings.Join(install.StepNames(), ", ") + ".\n" +
+		"Each step says what it changed or that it was already applied; what it changed is recorded in\n" +
+		"ConfigMap kube-system/" + install.StateConfigMap + " so that revert restores exactly that."
 	f.register(cmd, true)
 	return cmd
 }
 
 func newRevertCommand() *cobra.Command {
 	f := &surgeryFlags{}
-	cmd := &cobra.Command{
-		Use:   "revert",
-		Short: "Undo what install changed, last step first; values changed since install are left alone",
+	cmd := f.command(install.Revert, "revert", "Undo what install changed, last step first; values changed since install are left alone")
+	f.register(cmd, false)
+	cmd.Flags().BoolVar(&f.opts.DryRun, "dry-run", false, "Say what would be restored and change nothing")
+	cmd.Flags().StringVar(&f.opts.SyncImage, "sync-image", "", "Image of the control-plane restore Jobs (default: the one install's patch Jobs ran, as recorded)")
+	return cmd
+}
+
+// command is a subcommand that runs run with the environment f's flags make.
+func (f *surgeryFlags) command(run func(context.Context, *install.Env, io.Writer) error, use, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env, err := f.env()
 			if err != nil {
 				return err
 			}
-			return install.Revert(cmd.Context(), env, cmd.OutOrStdout())
+			return run(cmd.Context(), env, cmd.OutOrStdout())
 		},
 	}
-	f.register(cmd, false)
-	cmd.Flags().BoolVar(&f.opts.DryRun, "dry-run", false, "Say what would be restored and change nothing")
-	cmd.Flags().StringVar(&f.opts.SyncImage, "sync-image", "", "Image of the control-plane restore Jobs (default: the one install's patch Jobs ran, as recorded)")
-	return cmd
 }
 
 func newStatusCommand() *cobra.Command {
