@@ -27,7 +27,24 @@ func withYurthosts(stock []string) ([]string, error) {
 	return slices.Insert(slices.Clone(stock), i, "yurthosts"), nil
 }
 
+// watchListEnv is client-go's switch for its WatchListClient feature gate,
+// read once, on the first check of any client-go gate.
+const watchListEnv = "KUBE_FEATURE_WatchListClient"
+
+// defaultWatchListOff makes the whole server's reflectors (the kubernetes
+// plugin's included) LIST then WATCH unless the operator chose otherwise.
+// client-go >= 0.35 starts them with a watch-list, and yurthub, serving an
+// edge node from its cache while the cloud is away, answers that with 200
+// and nothing, so a restarted server would never be ready (openyurt#880).
+// It must run before any client is built.
+func defaultWatchListOff() {
+	if _, set := os.LookupEnv(watchListEnv); !set {
+		_ = os.Setenv(watchListEnv, "false")
+	}
+}
+
 func main() {
+	defaultWatchListOff()
 	directives, err := withYurthosts(dnsserver.Directives)
 	if err == nil {
 		err = dnsserver.SetDirectives(directives)

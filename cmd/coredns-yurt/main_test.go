@@ -1,11 +1,35 @@
 package main
 
 import (
+	"os"
 	"slices"
 	"testing"
 
 	"github.com/coredns/coredns/core/dnsserver"
+	clientfeatures "k8s.io/client-go/features"
 )
+
+// TestWatchListOffByDefault: with the variable unset, the gate reads off;
+// it would read on if anything in the binary had checked a client-go gate
+// before main (the variables are read once).
+func TestWatchListOffByDefault(t *testing.T) {
+	t.Setenv(watchListEnv, "")
+	if err := os.Unsetenv(watchListEnv); err != nil {
+		t.Fatal(err)
+	}
+	defaultWatchListOff()
+	if got := os.Getenv(watchListEnv); got != "false" {
+		t.Fatalf("%s = %q, want false", watchListEnv, got)
+	}
+	if clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient) {
+		t.Error("WatchListClient enabled: the variable was read before defaultWatchListOff")
+	}
+	t.Setenv(watchListEnv, "true")
+	defaultWatchListOff()
+	if got := os.Getenv(watchListEnv); got != "true" {
+		t.Errorf("an operator's %s=true became %q", watchListEnv, got)
+	}
+}
 
 func TestWithYurthosts(t *testing.T) {
 	stock := slices.Clone(dnsserver.Directives)

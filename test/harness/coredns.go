@@ -45,6 +45,10 @@ type CoreDNSOptions struct {
 	CPUs string
 	// ReadyTimeout defaults to 30 s.
 	ReadyTimeout time.Duration
+	// Executable, when set, runs the binary under this file name (a
+	// symlink), e.g. "coredns" as the image's /coredns: client-go's default
+	// User-Agent, which yurthub picks its cache agents by, is the name.
+	Executable string
 }
 
 // StartCoreDNS writes the Corefile template with free loopback ports and the
@@ -70,6 +74,13 @@ func StartCoreDNS(t TB, kubeconfig, corefileTemplate string, opts ...CoreDNSOpti
 		o.ReadyTimeout = 30 * time.Second
 	}
 	bin, args := Binary(t, "coredns-yurt"), []string{"-conf", path}
+	if o.Executable != "" {
+		link := filepath.Join(t.TempDir(), o.Executable)
+		if err := os.Symlink(bin, link); err != nil {
+			t.Fatal(err)
+		}
+		bin = link
+	}
 	if o.CPUs != "" {
 		bin, args = "taskset", append([]string{"-c", o.CPUs, bin}, args...)
 	}
