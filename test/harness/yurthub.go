@@ -229,7 +229,7 @@ func (cp *ControlPlane) createNodePool(t TB, pool, node string) {
 			"names": map[string]any{"kind": "NodePool", "listKind": "NodePoolList", "plural": "nodepools", "singular": "nodepool"},
 			"versions": []any{map[string]any{"name": "v1beta2", "served": true, "storage": true,
 				"subresources": map[string]any{"status": map[string]any{}},
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+				"schema":       map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
 		},
 	}}
 	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
