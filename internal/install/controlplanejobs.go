@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
@@ -252,12 +253,19 @@ func waitRecordedPatchJobs(ctx context.Context, env *Env, ss *stepState, nodes [
 	return nil
 }
 
+// jobTimeout bounds the wait for a manifest Job: each manifest it patches
+// may take a --timeout to come back, and one that does not, another to come
+// back from its backup (the Job's own waits, with the same --timeout).
+func jobTimeout(env *Env) time.Duration {
+	return env.Options.Timeout * time.Duration(2*len(ControlPlanePatches)+1)
+}
+
 // waitJobComplete waits for the Job to complete and reports its failure as
 // soon as it shows: a Failed (or FailureTarget) condition, a failed pod, or
 // a pod that cannot start (its image cannot be pulled, say) — not after the
 // whole timeout.
 func waitJobComplete(ctx context.Context, env *Env, name string) error {
-	return waitFor(ctx, env.Options.Timeout, "Job "+name+" not complete", func(ctx context.Context) (bool, string, error) {
+	return waitFor(ctx, jobTimeout(env), "Job "+name+" not complete", func(ctx context.Context) (bool, string, error) {
 		job := &batchv1.Job{}
 		if err := env.Client.Get(ctx, key(name), job); err != nil {
 			return false, "", err
