@@ -20,12 +20,20 @@ const (
 	CoreDNSYurt     = "coredns-yurt"
 	// CoreDNSRBAC is the part of CoreDNSYurt that install's rbac step applies.
 	CoreDNSRBAC = "coredns-yurt/rbac"
+	// TunnelNodesSyncRaven is TunnelNodesSync with --profile raven and
+	// roles naming Raven's objects.
+	TunnelNodesSyncRaven = "raven/tunnel-nodes-sync"
+	// RavenProxyDNSRBAC lets raven-proxy-dns, once it runs coredns-yurt,
+	// read the records ConfigMap and the proxy Service.
+	RavenProxyDNSRBAC = "raven/proxy-dns-rbac"
 )
 
-// Dirs are every kustomization above, for tests that apply them all.
-var Dirs = []string{TunnelNodesSync, CoreDNSYurt}
+// Dirs are every kustomization above that can be applied together, for
+// tests that apply them all (TunnelNodesSyncRaven is the same objects as
+// TunnelNodesSync, differently configured).
+var Dirs = []string{TunnelNodesSync, CoreDNSYurt, RavenProxyDNSRBAC}
 
-//go:embed tunnel-nodes-sync coredns-yurt
+//go:embed tunnel-nodes-sync coredns-yurt raven
 var manifests embed.FS
 
 // Render builds the kustomization in directory dir (one of the constants).

@@ -1,7 +1,9 @@
 package deploy
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -122,5 +124,54 @@ func TestRenderCoreDNSYurt(t *testing.T) {
 	rbac, err := Render(CoreDNSRBAC)
 	if err != nil || len(rbac) != 2 {
 		t.Errorf("rbac part: %d objects, %v", len(rbac), err)
+	}
+}
+
+// TestRenderRaven: the Raven overlay runs the sync with --profile raven and
+// grants it Raven's objects by name only — the records ConfigMap read and
+// written, raven-cfg and the proxy Service only read (its ports are Raven's)
+// — and nothing of yurt-tunnel's; raven-proxy-dns may read the two objects.
+func TestRenderRaven(t *testing.T) {
+	objs, err := Render(TunnelNodesSyncRaven)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := find(objs, "Deployment", "tunnel-nodes-sync")
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	if !slices.Contains(args, "--profile=raven") {
+		t.Errorf("args %v lack --profile=raven", args)
+	}
+	named := map[string]string{}
+	for _, r := range find(objs, "Role", "yurtdns:tunnel-nodes-sync").Object["rules"].([]any) {
+		rule := r.(map[string]any)
+		names, _, _ := unstructured.NestedStringSlice(rule, "resourceNames")
+		verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
+		resources, _, _ := unstructured.NestedStringSlice(rule, "resources")
+		for _, n := range names {
+			named[resources[0]+"/"+n] = strings.Join(verbs, ",")
+		}
+	}
+	want := map[string]string{
+		"configmaps/edge-tunnel-nodes":        "get,list,watch,update",
+		"configmaps/raven-cfg":                "get,list,watch",
+		"services/x-raven-proxy-internal-svc": "get,list,watch",
+		"leases/tunnel-nodes-sync":            "get,update",
+	}
+	if !maps.Equal(named, want) {
+		t.Errorf("named grants %v\nwant %v", named, want)
+	}
+
+	rbac, err := Render(RavenProxyDNSRBAC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role, binding := find(rbac, "Role", "yurtdns:raven-proxy-dns"), find(rbac, "RoleBinding", "yurtdns:raven-proxy-dns")
+	if role == nil || binding == nil || len(rbac) != 2 || role.GetNamespace() != "kube-system" {
+		t.Fatalf("rendered %v", rbac)
+	}
+	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
+	if sa := subjects[0].(map[string]any)["name"]; len(subjects) != 1 || sa != "raven-proxy-dns" {
+		t.Errorf("bound to %v, want raven-proxy-dns's ServiceAccount", subjects)
 	}
 }

@@ -23,6 +23,7 @@ type runOptions struct {
 	configMapKey     string
 	service          string
 	serverConfig     string
+	ravenConfig      string
 	edgeNodeSelector string
 	httpsTargetPort  int32
 	httpTargetPort   int32
@@ -53,7 +54,7 @@ func newRunCommand() *cobra.Command {
 				return err
 			}
 			ctrl.Log.Info("Starting tunnel-nodes-sync", "namespace", cfg.Namespace, "configmap", cfg.ConfigMap,
-				"service", cfg.Service, "serverConfig", cfg.ServerConfig, "edgeNodeSelector", cfg.EdgeNodeSelector.String(),
+				"service", cfg.Service, "serverConfig", cfg.ServerConfig, "ravenConfig", cfg.RavenConfig, "edgeNodeSelector", cfg.EdgeNodeSelector.String(),
 				"debounce", cfg.Debounce, "leaderElect", o.manager.LeaderElect)
 			return mgr.Start(ctrl.SetupSignalHandler())
 		},
@@ -66,6 +67,7 @@ func newRunCommand() *cobra.Command {
 	f.StringVar(&o.configMapKey, "configmap-key", tunnelnodes.ConfigMapKey, "Key of the records ConfigMap")
 	f.StringVar(&o.service, "service", tunnelnodes.ServiceName, "Tunnel Service; --profile sets the default")
 	f.StringVar(&o.serverConfig, "server-config", tunnelnodes.ServerConfigName, "Tunnel server config ConfigMap listing extra ports, empty disables port sync; --profile sets the default")
+	f.StringVar(&o.ravenConfig, "raven-config", "", "Raven's global config ConfigMap: when set, records follow Raven's rules (every node to the proxy ClusterIP while its enable-l7-proxy is true) instead of --edge-node-selector; --profile raven sets raven-cfg")
 	f.StringVar(&o.edgeNodeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes")
 	f.Int32Var(&o.httpsTargetPort, "https-target-port", tunnelnodes.DefaultHTTPSTargetPort, "Target port of https-proxy-ports")
 	f.Int32Var(&o.httpTargetPort, "http-target-port", tunnelnodes.DefaultHTTPTargetPort, "Target port of http-proxy-ports")
@@ -96,13 +98,16 @@ func (o *runOptions) config(flags *pflag.FlagSet) (tunnelsync.Config, error) {
 	if !flags.Changed("server-config") {
 		o.serverConfig = profile.ServerConfig
 	}
+	if !flags.Changed("raven-config") {
+		o.ravenConfig = profile.RavenConfig
+	}
 	selector, err := labels.Parse(o.edgeNodeSelector)
 	if err != nil {
 		return tunnelsync.Config{}, fmt.Errorf("--edge-node-selector: %w", err)
 	}
 	cfg := tunnelsync.Config{
 		Namespace: o.namespace, ConfigMap: o.configMap, ConfigMapKey: o.configMapKey, Service: o.service,
-		ServerConfig: o.serverConfig, EdgeNodeSelector: selector,
+		ServerConfig: o.serverConfig, RavenConfig: o.ravenConfig, EdgeNodeSelector: selector,
 		HTTPSTargetPort: o.httpsTargetPort, HTTPTargetPort: o.httpTargetPort, Debounce: o.debounce,
 	}
 	return cfg, cfg.Validate()

@@ -41,3 +41,14 @@ func TunnelClusterIP(svc *corev1.Service) netip.Addr {
 	}
 	return a
 }
+
+// Rules is how a profile maps a node to the address its name resolves to:
+// tunneled when that is the tunnel (or proxy) ClusterIP; reason says why a
+// node has no address.
+type Rules func(n *corev1.Node) (addr netip.Addr, tunneled bool, reason string)
+
+// YurtTunnelRules are yurt-tunnel's: edge nodes (selected by edge) map to
+// tunnelIP, the others to their own address (NodeAddress).
+func YurtTunnelRules(edge labels.Selector, tunnelIP netip.Addr) Rules {
+	return func(n *corev1.Node) (netip.Addr, bool, string) { return NodeAddress(n, edge, tunnelIP) }
+}

@@ -19,7 +19,11 @@ type Config struct {
 	ConfigMapKey string
 	Service      string
 	// ServerConfig is the tunnel server's config ConfigMap; empty disables port sync.
-	ServerConfig     string
+	ServerConfig string
+	// RavenConfig is Raven's global config ConfigMap (raven-cfg): when set,
+	// the records follow Raven's rules (tunnelnodes.RavenRules) instead of
+	// the edge node selector.
+	RavenConfig      string
 	EdgeNodeSelector labels.Selector
 	HTTPSTargetPort  int32
 	HTTPTargetPort   int32
@@ -30,14 +34,15 @@ type Config struct {
 
 // Profile presets object names for a tunnel implementation.
 type Profile struct {
-	ConfigMap, Service, ServerConfig string
+	ConfigMap, Service, ServerConfig, RavenConfig string
 }
 
 // Profiles are the presets of --profile.
 var Profiles = map[string]Profile{
 	"yurt-tunnel": {ConfigMap: tunnelnodes.ConfigMapName, Service: tunnelnodes.ServiceName, ServerConfig: tunnelnodes.ServerConfigName},
-	// Raven manages its own proxy ports (in raven-cfg): the sync keeps only its records.
-	"raven": {ConfigMap: tunnelnodes.RavenConfigMapName, Service: tunnelnodes.RavenServiceName},
+	// Raven keeps its proxy Service's ports itself (from its Gateways): the
+	// sync keeps only the records, by Raven's rules.
+	"raven": {ConfigMap: tunnelnodes.RavenConfigMapName, Service: tunnelnodes.RavenServiceName, RavenConfig: tunnelnodes.RavenGlobalConfigName},
 }
 
 // DefaultEdgeNodeSelector selects OpenYurt edge nodes.

@@ -35,8 +35,8 @@ func NewReconciler(mgr manager.Manager, cfg Config) *Reconciler {
 }
 
 // SetupWithManager wires the controller: every change of a node's labels or
-// addresses, of the tunnel Service, of the records ConfigMap and of the
-// server config enqueues the one sync key, debounced.
+// addresses, of the tunnel Service, of the records ConfigMap, of the server
+// config and of Raven's config enqueues the one sync key, debounced.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -44,25 +44,31 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, debounced[*corev1.Node](r.cfg.Debounce, &r.trigger), nodeRecordChanged())).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, debounced[*corev1.Service](r.cfg.Debounce, &r.trigger))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r.cfg.Debounce, &r.trigger)))
-	if r.cfg.ServerConfig != "" {
-		// A second cache: one informer cannot field-select two ConfigMaps,
-		// and RBAC grants list/watch on each one only by its name.
-		serverCfgCache, err := cache.New(mgr.GetConfig(), cache.Options{
+	for _, c := range []struct {
+		name   string
+		reader *client.Reader
+	}{{r.cfg.ServerConfig, &r.serverConfig}, {r.cfg.RavenConfig, &r.ravenConfig}} {
+		if c.name == "" {
+			continue
+		}
+		// A cache of its own: one informer cannot field-select two
+		// ConfigMaps, and RBAC grants list/watch on each one only by its name.
+		named, err := cache.New(mgr.GetConfig(), cache.Options{
 			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 			DefaultTransform:  cache.TransformStripManagedFields(),
 			DefaultNamespaces: map[string]cache.Config{r.cfg.Namespace: {}},
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.ConfigMap{}: {Field: byName(r.cfg.ServerConfig)},
+				&corev1.ConfigMap{}: {Field: byName(c.name)},
 			},
 		})
 		if err != nil {
 			return err
 		}
-		if err := mgr.Add(serverCfgCache); err != nil {
+		if err := mgr.Add(named); err != nil {
 			return err
 		}
-		r.serverConfig = serverCfgCache
-		b = b.WatchesRawSource(source.Kind(serverCfgCache, &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r.cfg.Debounce, &r.trigger)))
+		*c.reader = named
+		b = b.WatchesRawSource(source.Kind(named, &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r.cfg.Debounce, &r.trigger)))
 	}
 	return b.Complete(r)
 }

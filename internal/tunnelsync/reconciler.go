@@ -34,7 +34,9 @@ type Reconciler struct {
 	apiReader client.Reader
 	// serverConfig reads the tunnel server config; nil when port sync is off.
 	serverConfig client.Reader
-	recorder     events.EventRecorder
+	// ravenConfig reads Raven's config; nil unless the profile is Raven's.
+	ravenConfig client.Reader
+	recorder    events.EventRecorder
 
 	trigger triggerClock
 	// lastPortReport avoids repeating the same bad-entry report on every sync.
@@ -82,14 +84,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		errorsTotal.WithLabelValues("api").Inc()
 		return reconcile.Result{}, fmt.Errorf("reading tunnel service: %w", err)
 	}
-	tunnelIP := tunnelnodes.TunnelClusterIP(svc)
-	if !tunnelIP.IsValid() {
-		// Writing now would drop every edge node; yurthosts keeps answering
-		// the stored records (and follows a recreated Service by itself).
-		errorsTotal.WithLabelValues("no_tunnel_ip").Inc()
-		logger.Info("Tunnel service missing or without a ClusterIP; keeping the stored records",
-			"service", r.cfg.Namespace+"/"+r.cfg.Service)
-		return reconcile.Result{}, nil
+	rules, clusterIPs, ok, err := r.rules(ctx, svc)
+	if !ok || err != nil {
+		return reconcile.Result{}, err
 	}
 
 	// Read-only: no per-sync copy of every cached node.
@@ -98,7 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		errorsTotal.WithLabelValues("api").Inc()
 		return reconcile.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	text, counts, skipped := desiredRecords(nodes.Items, r.cfg.EdgeNodeSelector, tunnelIP)
+	text, counts, skipped := desiredRecords(nodes.Items, rules)
 	recordsGauge.WithLabelValues("edge").Set(float64(counts.Edge))
 	recordsGauge.WithLabelValues("cloud").Set(float64(counts.Cloud))
 	recordsGauge.WithLabelValues("skipped").Set(float64(counts.Skipped))
@@ -106,9 +103,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		logger.V(1).Info("Node skipped", "node", s.Name, "reason", s.Reason)
 	}
 
-	// The text carries the ClusterIPs it was rendered for, so every
-	// yurthosts replica remaps the same entries after a Service recreation.
-	clusterIPs := tunnelnodes.FormatClusterIPs(tunnelnodes.ServiceClusterIPs(svc))
 	if err := r.syncRecords(ctx, text, clusterIPs, counts, triggered); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -119,6 +113,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	lastSuccessTimestamp.SetToCurrentTime()
 	return reconcile.Result{}, nil
+}
+
+// rules are the profile's rules for the cluster as it is now, and the
+// ClusterIPs the records are rendered for: the text carries them (an
+// annotation) so that every yurthosts replica remaps the same entries after
+// a Service recreation. ok is false when nothing must be written.
+func (r *Reconciler) rules(ctx context.Context, svc *corev1.Service) (rules tunnelnodes.Rules, clusterIPs string, ok bool, err error) {
+	tunnelIP := tunnelnodes.TunnelClusterIP(svc)
+	clusterIPs = tunnelnodes.FormatClusterIPs(tunnelnodes.ServiceClusterIPs(svc))
+	if r.ravenConfig != nil {
+		// Raven's rules, as yurt-manager's gateway-dns controller has them:
+		// without the proxy (or its ClusterIP) every node maps to its own address.
+		cfgKey := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.RavenConfig}
+		cfg := &corev1.ConfigMap{}
+		if err := r.ravenConfig.Get(ctx, cfgKey, cfg); client.IgnoreNotFound(err) != nil {
+			errorsTotal.WithLabelValues("api").Inc()
+			return nil, "", false, fmt.Errorf("reading Raven config %s: %w", cfgKey, err)
+		}
+		enabled := tunnelnodes.RavenProxyEnabled(cfg.Data)
+		if !enabled || !tunnelIP.IsValid() {
+			clusterIPs = ""
+		}
+		return tunnelnodes.RavenRules(enabled, tunnelIP), clusterIPs, true, nil
+	}
+	if !tunnelIP.IsValid() {
+		// Writing now would drop every edge node; yurthosts keeps answering
+		// the stored records (and follows a recreated Service by itself).
+		errorsTotal.WithLabelValues("no_tunnel_ip").Inc()
+		log.FromContext(ctx).Info("Tunnel service missing or without a ClusterIP; keeping the stored records",
+			"service", r.cfg.Namespace+"/"+r.cfg.Service)
+		return nil, "", false, nil
+	}
+	return tunnelnodes.YurtTunnelRules(r.cfg.EdgeNodeSelector, tunnelIP), clusterIPs, true, nil
 }
 
 // syncRecords writes text and the ClusterIPs it was rendered for into the

@@ -1,12 +1,9 @@
 package tunnelsync
 
 import (
-	"net/netip"
-
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // recordCounts says how many nodes became which kind of record.
@@ -19,10 +16,10 @@ type skippedNode struct {
 	Name, Reason string
 }
 
-// desiredRecords computes the records text for all nodes, by
-// tunnelnodes.NodeAddress. A node without an address, or whose name or
-// address would break the hosts format, is skipped.
-func desiredRecords(nodes []corev1.Node, edge labels.Selector, tunnelIP netip.Addr) (string, recordCounts, []skippedNode) {
+// desiredRecords computes the records text for all nodes by the profile's
+// rules. A node without an address, or whose name or address would break
+// the hosts format, is skipped. Edge counts the nodes mapped to the tunnel.
+func desiredRecords(nodes []corev1.Node, rules tunnelnodes.Rules) (string, recordCounts, []skippedNode) {
 	var counts recordCounts
 	var skipped []skippedNode
 	entries := make([]tunnelnodes.HostEntry, 0, len(nodes))
@@ -33,7 +30,7 @@ func desiredRecords(nodes []corev1.Node, edge labels.Selector, tunnelIP netip.Ad
 			skipped = append(skipped, skippedNode{n.Name, "name is not a lower-case DNS name"})
 			continue
 		}
-		addr, isEdge, reason := tunnelnodes.NodeAddress(n, edge, tunnelIP)
+		addr, isEdge, reason := rules(n)
 		if reason != "" {
 			skipped = append(skipped, skippedNode{n.Name, reason})
 			continue
