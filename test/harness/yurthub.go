@@ -61,8 +61,8 @@ const (
 // CSR flow leave it on an edge node — yurthub.conf, pki/ca.crt, the client
 // certificate system:node:NODE (groups openyurt:yurthub, system:nodes) issued
 // by the harness apiserver's client CA, and the serving certificate — grants
-// the node identity what a cluster gives it (the Node authorizer's
-// system:node role and upstream's yurt-hub ClusterRole), starts yurthub on
+// the node identity what a cluster gives it (the system:node role in place
+// of the Node authorizer, and upstream's yurt-hub ClusterRole), starts it on
 // free loopback ports and waits until it is ready. Its cache agents are its
 // defaults (kubelet, kube-proxy, flanneld, coredns, ...). No dummy
 // interface: nothing outside loopback is touched.
