@@ -40,6 +40,10 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 	fl.StringVar(&f.opts.BackupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where manifest originals are kept; outside --manifests-dir, same filesystem")
 	fl.StringVar(&f.opts.NodeName, "node-name", hostname(), "The node whose kubelet runs --manifests-dir (its mirror pods are waited for after each manifest)")
 	fl.DurationVar(&f.opts.Timeout, "timeout", 5*time.Minute, "How long to wait for each change to be live (pods Ready, a restarted component back) before failing")
+	fl.StringVar(&f.opts.KubeletServiceMonitor, "kubelet-servicemonitor", install.DefaultKubeletServiceMonitor,
+		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of the kubelets, for the prometheus step")
+	fl.StringVar(&f.opts.NodeExporterServiceMonitor, "node-exporter-servicemonitor", install.DefaultNodeExporterServiceMonitor,
+		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of node-exporter, for the prometheus step")
 	if withInstallFlags {
 		fl.BoolVar(&f.opts.DryRun, "dry-run", false, "Print a unified diff of every change and change nothing")
 		fl.StringSliceVar(&f.opts.Skip, "skip", nil, "Steps to skip: "+strings.Join(install.StepNames(), ","))

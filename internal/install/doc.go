@@ -11,6 +11,7 @@
 //	kubeproxy.go         kube-proxy         in-cluster config (where yurthub serves it), rolling restart
 //	controlplane.go      control-plane      static pod manifests, locally or by Jobs (controlplanejobs.go)
 //	sync.go              sync               the tunnel-nodes-sync Deployment from deploy/
+//	prometheus.go        prometheus         Prometheus scrapes kubelets and node-exporters by node name
 //
 // The steps are built from shared parts: objectsStep and ensureCreated
 // (objects.go) create objects and delete them on revert; fieldEdit and

@@ -34,6 +34,10 @@ type Options struct {
 	// component's patched command, so tests can make a patch that does not
 	// come up and see it rolled back.
 	TestOnlyExtraFlags map[string]string
+	// KubeletServiceMonitor and NodeExporterServiceMonitor (NAMESPACE/NAME)
+	// are what the prometheus step relabels; empty: kube-prometheus's.
+	KubeletServiceMonitor      string
+	NodeExporterServiceMonitor string
 }
 
 // manifestOptions writes the control-plane manifests live: each waited for.
@@ -103,7 +107,7 @@ type Step struct {
 
 // Steps are install's steps, in order; revert runs them backwards.
 func Steps() []Step {
-	return []Step{rbacStep(), corefileStep(), corednsDaemonSetStep(), kubeDNSTopologyStep(), kubeProxyStep(), controlPlaneStep(), syncStep()}
+	return []Step{rbacStep(), corefileStep(), corednsDaemonSetStep(), kubeDNSTopologyStep(), kubeProxyStep(), controlPlaneStep(), syncStep(), prometheusStep()}
 }
 
 // StepNames lists the step names, for --skip validation and help.
@@ -119,6 +123,11 @@ func (o Options) validate() error {
 	for _, s := range o.Skip {
 		if !slices.Contains(StepNames(), s) {
 			return fmt.Errorf("--skip %q: unknown step (steps: %s)", s, strings.Join(StepNames(), ","))
+		}
+	}
+	for _, sm := range []string{o.KubeletServiceMonitor, o.NodeExporterServiceMonitor} {
+		if _, err := ParseNamespacedName(sm); sm != "" && err != nil {
+			return fmt.Errorf("ServiceMonitor %w", err)
 		}
 	}
 	return nil
