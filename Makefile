@@ -4,6 +4,9 @@ GO ?= go
 BIN := bin
 K8S_BIN := $(BIN)/k8s
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Evaluated once: the binaries and the image tags must name the same version
+# even if a commit lands while make runs.
+VERSION := $(VERSION)
 LDFLAGS := -X github.com/yurtdns/yurtdns/internal/version.Version=$(VERSION)
 # The Kubernetes binaries are rebuilt only when the tools module changes. They are
 # stamped with their real version (kubeadm, the kubelet and install's version checks
