@@ -27,6 +27,13 @@ const recordsText = "10.96.0.9\tedge-1\n" +
 	"192.168.0.4\tcloud-2\n" +
 	"192.168.0.3\tcloud-2-alias"
 
+// ravenText is edge-tunnel-nodes as Raven's rules write it with the L7
+// proxy on: every node, cloud ones too, at the proxy Service's ClusterIP.
+const ravenText = "10.96.100.7\tmaster-1\n10.96.100.7\tworker-1\n10.96.100.7\tworker-2"
+
+// ravenOffText is the same with the proxy off: each node at its own address.
+const ravenOffText = "192.168.0.10\tmaster-1\n192.168.1.21\tworker-1\n203.0.113.22\tworker-2"
+
 // tunnelAt is the tunnel for records rendered for 10.96.0.9 (as the sync
 // annotates them) under a Service whose ClusterIPs are now current.
 func tunnelAt(current ...string) tunnel {
@@ -239,6 +246,29 @@ func TestStatelessTunnelRemap(t *testing.T) {
 		{"annotated, Service absent: as written", annotatedCM(recordsText, "10.96.0.9"), nil, []test.Case{
 			{Qname: "edge-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("edge-1. 5 IN A 10.96.0.9")}},
 			next(ptrOld),
+		}},
+		// Raven: every name, cloud ones too, at the proxy ClusterIP.
+		{"raven records by the sync, proxy Service recreated", annotatedCM(ravenText, "10.96.100.7"), tunnelService("10.96.100.8"), []test.Case{
+			{Qname: "master-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("master-1. 5 IN A 10.96.100.8")}},
+			{Qname: "worker-2.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("worker-2. 5 IN A 10.96.100.8")}},
+			next("7.100.96.10.in-addr.arpa."), next("8.100.96.10.in-addr.arpa."),
+		}},
+		{"raven records by upstream (no annotation) at the current ClusterIP", annotatedCM(ravenText, ""), tunnelService("10.96.100.7", "fd00:10:96::7"), []test.Case{
+			{Qname: "master-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("master-1. 5 IN A 10.96.100.7")}},
+			{Qname: "worker-1.", Qtype: dns.TypeAAAA, Answer: []dns.RR{test.AAAA("worker-1. 5 IN AAAA fd00:10:96::7")}},
+			next("7.100.96.10.in-addr.arpa."),
+		}},
+		// Unannotated records name no ClusterIP but the current one: after a
+		// recreation they are served as written until rewritten (the sync
+		// does so within its debounce), never from a remembered IP.
+		{"raven records by upstream, proxy Service recreated: as written", annotatedCM(ravenText, ""), tunnelService("10.96.100.8"), []test.Case{
+			{Qname: "master-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("master-1. 5 IN A 10.96.100.7")}},
+			next("8.100.96.10.in-addr.arpa."),
+		}},
+		{"raven records with the proxy off: node addresses, answered in reverse", annotatedCM(ravenOffText, ""), tunnelService("10.96.100.7"), []test.Case{
+			{Qname: "worker-1.", Qtype: dns.TypeA, Answer: []dns.RR{test.A("worker-1. 5 IN A 192.168.1.21")}},
+			{Qname: "21.1.168.192.in-addr.arpa.", Qtype: dns.TypePTR, Answer: []dns.RR{test.PTR("21.1.168.192.in-addr.arpa. 5 IN PTR worker-1.")}},
+			next("7.100.96.10.in-addr.arpa."),
 		}},
 	}
 	for _, tc := range tests {
