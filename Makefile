@@ -78,13 +78,15 @@ deps:
 	fi
 
 ## test: vet, unit + integration + e2e tests with -race (every fuzz test's seed and regression
-## corpus in testdata/fuzz runs as a test); then, alone on the machine's cores, the tests on the
+## corpus in testdata/fuzz runs as a test), and test/promrelabel's (its own module: Prometheus's
+## relabel code); then, alone on the machine's cores, the tests on the
 ## real two-node kubeadm cluster (test/cluster, test/realcluster; root); then each fuzz target
 ## fuzzes for TEST_FUZZTIME.
 CLUSTER_PKGS := ./test/cluster ./test/realcluster
 test: deps test-tools image
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /test/cluster -e /test/realcluster)
+	cd test/promrelabel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	$(GO) test -race -count=1 -p 1 -timeout 30m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; exit $${PIPESTATUS[0]}
 	hack/fuzz.sh $(TEST_FUZZTIME)
 

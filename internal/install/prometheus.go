@@ -327,3 +327,18 @@ func prometheusStep() Step {
 		},
 	}
 }
+
+// AddNodeNameRelabeling makes sm what the prometheus step makes it: every
+// endpoint ends with NodeNameRelabeling(nodeNameLabel). For tests that check
+// the result with Prometheus's own relabel code.
+func AddNodeNameRelabeling(sm *unstructured.Unstructured, nodeNameLabel string) error {
+	cur, err := endpointRelabelings(sm)
+	if err != nil {
+		return err
+	}
+	next, err := withRelabeling(cur, NodeNameRelabeling(nodeNameLabel))
+	if err != nil {
+		return err
+	}
+	return setEndpointRelabelings(sm, next)
+}
