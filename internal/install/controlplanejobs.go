@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -102,6 +103,9 @@ func manifestJob(node, action, image string, o Options) *batchv1.Job {
 						Name:  "patch-manifests",
 						Image: image,
 						Args:  args,
+						// The end of its output becomes the failure's message, so
+						// install can say what failed (which component, restored or not).
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						SecurityContext: &corev1.SecurityContext{
 							// The manifests belong to root; nothing else is needed.
 							RunAsUser:                &root,
@@ -207,11 +211,8 @@ func deleteFailedJob(ctx context.Context, env *Env, name string) error {
 	if err != nil {
 		return err
 	}
-	failed := slices.ContainsFunc(job.Status.Conditions, func(c batchv1.JobCondition) bool {
-		return c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue
-	})
-	if !failed {
-		return nil
+	if why, err := jobFailure(ctx, env, &job); err != nil || why == "" {
+		return err
 	}
 	if err := env.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting the failed Job %s: %w", name, err)
@@ -246,8 +247,18 @@ func waitRecordedPatchJobs(ctx context.Context, env *Env, ss *stepState, nodes [
 		if err != nil {
 			return err
 		}
-		if err := waitJobComplete(ctx, env, job.GetName()); err != nil {
-			return fmt.Errorf("patch Job %s from the interrupted install: %w", job.GetName(), err)
+		// Done or failed, it has stopped writing; the restore Job puts the
+		// backups back either way.
+		err = waitFor(ctx, jobTimeout(env), "patch Job "+job.GetName()+" from the interrupted install still running", func(ctx context.Context) (bool, string, error) {
+			j := &batchv1.Job{}
+			if err := env.Client.Get(ctx, key(job.GetName()), j); err != nil {
+				return false, "", client.IgnoreNotFound(err)
+			}
+			why, err := jobFailure(ctx, env, j)
+			return jobCondition(j, batchv1.JobComplete) || why != "", "", err
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -270,29 +281,42 @@ func waitJobComplete(ctx context.Context, env *Env, name string) error {
 		if err := env.Client.Get(ctx, key(name), job); err != nil {
 			return false, "", err
 		}
-		logs := fmt.Sprintf(" (kubectl -n %s logs job/%s)", tunnelnodes.Namespace, name)
-		for _, c := range job.Status.Conditions {
-			if c.Status != corev1.ConditionTrue {
-				continue
-			}
-			switch c.Type {
-			case batchv1.JobComplete:
-				return true, "", nil
-			case batchv1.JobFailed, batchv1.JobFailureTarget:
-				return false, "", fmt.Errorf("Job %s failed: %s%s", name, c.Message, logs)
-			}
+		if jobCondition(job, batchv1.JobComplete) {
+			return true, "", nil
 		}
-		pods := &corev1.PodList{}
-		if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{"batch.kubernetes.io/job-name": name}); err != nil {
-			return false, "", fmt.Errorf("listing the pods of Job %s: %w", name, err)
-		}
-		for _, p := range pods.Items {
-			if why := podFailure(&p); why != "" {
-				return false, "", fmt.Errorf("Job %s failed: pod %s %s%s", name, p.Name, why, logs)
-			}
+		why, err := jobFailure(ctx, env, job)
+		if err != nil || why != "" {
+			return false, "", errors.Join(err, fmt.Errorf("Job %s failed: %s (kubectl -n %s logs job/%s)", name, why, tunnelnodes.Namespace, name))
 		}
 		return false, fmt.Sprintf("%d active, %d failed", job.Status.Active, job.Status.Failed), nil
 	})
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
+	return slices.ContainsFunc(job.Status.Conditions, func(c batchv1.JobCondition) bool {
+		return c.Type == t && c.Status == corev1.ConditionTrue
+	})
+}
+
+// jobFailure says why the Job failed, or "": its Failed (or FailureTarget)
+// condition, a failed pod, or a pod that cannot start — whichever shows
+// first (the Jobs never retry: backoffLimit 0).
+func jobFailure(ctx context.Context, env *Env, job *batchv1.Job) (string, error) {
+	for _, c := range job.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobFailed || c.Type == batchv1.JobFailureTarget) {
+			return strings.TrimSpace(fmt.Sprintf("%s: %s %s", c.Type, c.Reason, c.Message)), nil
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{"batch.kubernetes.io/job-name": job.Name}); err != nil {
+		return "", fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
+	}
+	for _, p := range pods.Items {
+		if why := podFailure(&p); why != "" {
+			return "pod " + p.Name + " " + why, nil
+		}
+	}
+	return "", nil
 }
 
 // podFailure says why a pod failed or cannot start, or "".
@@ -310,6 +334,11 @@ func podFailure(p *corev1.Pod) string {
 	}
 	if p.Status.Phase == corev1.PodFailed {
 		return "failed: " + strings.TrimSpace(p.Status.Reason+" "+p.Status.Message)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return "cannot be scheduled: " + c.Message
+		}
 	}
 	return ""
 }
