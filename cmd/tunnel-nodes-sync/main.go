@@ -34,7 +34,7 @@ func newRootCommand() *cobra.Command {
 		RunE: run.RunE,
 	}
 	root.Flags().AddFlagSet(run.Flags())
-	root.AddCommand(run, newInstallCommand(), newRevertCommand(), newStatusCommand(), newPatchManifestsCommand())
+	root.AddCommand(run, newInstallCommand(), newRevertCommand(), newStatusCommand(), newPatchManifestsCommand(), newVerifyNodeDNSCommand())
 	root.CompletionOptions.DisableDefaultCmd = true
 
 	// klog's -v and friends, shared by every subcommand.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -26,6 +27,40 @@ func VerifyDNS(ctx context.Context, env *Env, server string, edge labels.Selecto
 	if _, err := netip.ParseAddrPort(server); err != nil {
 		return 0, fmt.Errorf("--verify-dns %q: want IP:PORT, e.g. 10.96.0.10:53", server)
 	}
+	c := &dns.Client{Timeout: 2 * time.Second}
+	return verifyNodeNames(ctx, env, edge, out, func(_ context.Context, name string, v6 bool) ([]netip.Addr, error) {
+		qtype := dns.TypeA
+		if v6 {
+			qtype = dns.TypeAAAA
+		}
+		return resolve(c, server, name, qtype)
+	})
+}
+
+// VerifyDNSWithResolver is VerifyDNS through r: with net.DefaultResolver,
+// the resolv.conf of where it runs (search domains, ndots and all), which
+// is the view of a process there, e.g. kube-apiserver's on its node.
+func VerifyDNSWithResolver(ctx context.Context, env *Env, r *net.Resolver, edge labels.Selector, out io.Writer) (mismatches int, err error) {
+	return verifyNodeNames(ctx, env, edge, out, func(ctx context.Context, name string, v6 bool) ([]netip.Addr, error) {
+		network := "ip4"
+		if v6 {
+			network = "ip6"
+		}
+		addrs, err := r.LookupNetIP(ctx, network, name)
+		for i := range addrs {
+			addrs[i] = addrs[i].Unmap()
+		}
+		slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
+		return addrs, err
+	})
+}
+
+// lookupFunc resolves name to its IPv4 (v6: IPv6) addresses.
+type lookupFunc func(ctx context.Context, name string, v6 bool) ([]netip.Addr, error)
+
+// verifyNodeNames resolves every node name with lookup and prints, per
+// node, the answer and the address it should be.
+func verifyNodeNames(ctx context.Context, env *Env, edge labels.Selector, out io.Writer, lookup lookupFunc) (mismatches int, err error) {
 	svc := &corev1.Service{}
 	if err := env.Client.Get(ctx, key(tunnelnodes.ServiceName), svc); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -38,7 +73,6 @@ func VerifyDNS(ctx context.Context, env *Env, server string, edge labels.Selecto
 	if err := env.Client.List(ctx, nodes); err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}
-	c := &dns.Client{Timeout: 2 * time.Second}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		want, isEdge, reason := tunnelnodes.NodeAddress(n, edge, tunnelIP)
@@ -50,11 +84,7 @@ func VerifyDNS(ctx context.Context, env *Env, server string, edge labels.Selecto
 			fmt.Fprintf(out, "%-30s %-5s SKIPPED (%s)\n", n.Name, kind, strings.TrimSpace(reason+" no tunnel ClusterIP"))
 			continue
 		}
-		qtype := dns.TypeA
-		if want.Is6() {
-			qtype = dns.TypeAAAA
-		}
-		got, err := resolve(c, server, n.Name, qtype)
+		got, err := lookup(ctx, n.Name, want.Is6())
 		verdict := "OK"
 		switch {
 		case err != nil:

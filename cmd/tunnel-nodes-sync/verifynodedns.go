@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/tunnelsync"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// newVerifyNodeDNSCommand is what status --verify-dns-from-control-plane
+// runs in a Job on each control-plane node: every node name resolved with
+// this process's own resolver (Go's, reading the pod's resolv.conf, which
+// is kube-apiserver's view there). Hidden: not for users.
+func newVerifyNodeDNSCommand() *cobra.Command {
+	var kubeconfig, edgeSelector string
+	cmd := &cobra.Command{
+		Use:    install.VerifyDNSCommand,
+		Short:  "Resolve every node name with this host's resolver and compare (run by status --verify-dns-from-control-plane)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			selector, err := labels.Parse(edgeSelector)
+			if err != nil {
+				return fmt.Errorf("--edge-node-selector: %w", err)
+			}
+			c, err := newClient(kubeconfig)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			n, err := install.VerifyDNSWithResolver(cmd.Context(), &install.Env{Client: c}, net.DefaultResolver, selector, out)
+			if err != nil {
+				return err
+			}
+			// Wrong answers are the report, not a failure of the check.
+			fmt.Fprintln(out, install.VerifySummary(n))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster when empty")
+	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes")
+	return cmd
+}

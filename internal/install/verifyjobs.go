@@ -1,0 +1,194 @@
+package install
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// `status --verify-dns-from-control-plane`: a Job on each control-plane
+// node resolves every node name with the resolver kube-apiserver has there
+// (host network, dnsPolicy ClusterFirstWithHostNet) and prints what it got
+// against what it should get; status reads that from the pod's log.
+
+// VerifyDNSCommand is the hidden subcommand the Jobs run.
+const VerifyDNSCommand = "verify-node-dns"
+
+// verifyDNSName names the Jobs' ServiceAccount and its RBAC, which exist
+// only while the check runs.
+const verifyDNSName = "yurtdns-verify-dns"
+
+// verifySummaryPrefix starts the last line of the check's output: the count
+// of wrong answers, which status reads back from the pod log.
+const verifySummaryPrefix = "yurtdns verify-node-dns: wrong answers: "
+
+// VerifySummary is the last line VerifyDNSCommand prints.
+func VerifySummary(mismatches int) string {
+	return verifySummaryPrefix + strconv.Itoa(mismatches)
+}
+
+// parseVerifyLog splits a check's output into its report and the count of
+// its summary line; without that line the check did not finish.
+func parseVerifyLog(log string) (report string, mismatches int, err error) {
+	log = strings.TrimRight(log, "\n")
+	i := strings.LastIndex(log, "\n") + 1
+	n, err := strconv.Atoi(strings.TrimPrefix(log[i:], verifySummaryPrefix))
+	if !strings.HasPrefix(log[i:], verifySummaryPrefix) || err != nil || n < 0 {
+		return "", 0, fmt.Errorf("the check did not finish; its output:\n%s", log)
+	}
+	return log[:i], n, nil
+}
+
+// verifyRBAC lets the Jobs list nodes and get the tunnel Service, and nothing else.
+func verifyRBAC() []client.Object {
+	meta := func(ns string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: verifyDNSName, Namespace: ns, Labels: map[string]string{ManagedByLabel: "yurtdns", jobLabel: "verify-dns"}}
+	}
+	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: verifyDNSName, Namespace: tunnelnodes.Namespace}}
+	return []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: meta(tunnelnodes.Namespace)},
+		&rbacv1.ClusterRole{ObjectMeta: meta(""), Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: meta(""), Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: verifyDNSName}},
+		&rbacv1.Role{ObjectMeta: meta(tunnelnodes.Namespace), Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"},
+			ResourceNames: []string{tunnelnodes.ServiceName}, Verbs: []string{"get"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: meta(tunnelnodes.Namespace), Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: verifyDNSName}},
+	}
+}
+
+// verifyJob runs the check on node, in kube-apiserver's network and DNS view.
+func verifyJob(node, image, edgeSelector string, timeout time.Duration) *batchv1.Job {
+	sum := sha256.Sum256([]byte(node))
+	backoff := int32(0) // a failure is reported, not retried
+	deadline := int64(timeout.Seconds())
+	ttl := int32(600) // cleans up after a status that was killed
+	spec := corev1.PodSpec{
+		HostNetwork:        true,
+		DNSPolicy:          corev1.DNSClusterFirstWithHostNet,
+		ServiceAccountName: verifyDNSName,
+		RestartPolicy:      corev1.RestartPolicyNever,
+		Tolerations:        []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		// Through the scheduler (not nodeName), so a node it cannot run on says so.
+		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+				{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}},
+		Containers: []corev1.Container{{Name: "verify-dns", Image: image,
+			Args: []string{VerifyDNSCommand, "--edge-node-selector", edgeSelector}}},
+	}
+	hardenPod(&spec)
+	hardenContainer(&spec.Containers[0])
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "yurtdns-verify-dns-" + hex.EncodeToString(sum[:])[:10], Namespace: tunnelnodes.Namespace,
+			Labels: map[string]string{jobLabel: "verify-dns", ManagedByLabel: "yurtdns"}},
+		Spec: batchv1.JobSpec{BackoffLimit: &backoff, ActiveDeadlineSeconds: &deadline, TTLSecondsAfterFinished: &ttl,
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: "verify-dns"}}, Spec: spec}},
+	}
+}
+
+// VerifyDNSFromControlPlane runs the check in a Job on each control-plane
+// node and prints each node's report. It returns the count of wrong
+// answers and of nodes where the check could not run (each with its
+// reason). The Jobs and their RBAC are deleted afterwards, whatever happened.
+func VerifyDNSFromControlPlane(ctx context.Context, env *Env, edgeSelector string, out io.Writer) (mismatches, failed int, err error) {
+	nodes, err := controlPlaneNodes(ctx, env)
+	if err != nil {
+		return 0, 0, err
+	}
+	image, err := syncImage(env)
+	if err != nil {
+		return 0, 0, err
+	}
+	// What an interrupted run left goes first; all of it goes at the end,
+	// also when ctx is cancelled.
+	if err := cleanupVerify(ctx, env); err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if cerr := cleanupVerify(cctx, env); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	for _, o := range verifyRBAC() {
+		if err := env.Client.Create(ctx, o); err != nil {
+			return 0, 0, fmt.Errorf("creating %T %s for the check: %w", o, verifyDNSName, err)
+		}
+	}
+	var jobs []*batchv1.Job
+	for _, n := range nodes {
+		j := verifyJob(n, image, edgeSelector, env.Options.Timeout)
+		if err := env.Client.Create(ctx, j); err != nil {
+			return 0, 0, fmt.Errorf("creating Job %s: %w", j.Name, err)
+		}
+		jobs = append(jobs, j)
+	}
+	for i, j := range jobs {
+		fmt.Fprintf(out, "From control-plane node %s (its own resolver, as kube-apiserver's):\n", nodes[i])
+		report, wrong, err := verifyJobResult(ctx, env, j.Name)
+		if err != nil {
+			fmt.Fprintf(out, "  CHECK FAILED: %v\n", err)
+			failed++
+			continue
+		}
+		fmt.Fprint(out, report)
+		mismatches += wrong
+	}
+	return mismatches, failed, nil
+}
+
+// verifyJobResult waits for the Job and reads its report from the pod log.
+func verifyJobResult(ctx context.Context, env *Env, job string) (report string, mismatches int, err error) {
+	if err := waitJobComplete(ctx, env, job); err != nil {
+		return "", 0, err
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{"batch.kubernetes.io/job-name": job}); err != nil {
+		return "", 0, err
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodSucceeded {
+			continue
+		}
+		log, err := env.Clientset.CoreV1().Pods(tunnelnodes.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			return "", 0, fmt.Errorf("reading the log of pod %s: %w", p.Name, err)
+		}
+		return parseVerifyLog(string(log))
+	}
+	return "", 0, fmt.Errorf("Job %s completed, but no succeeded pod of it is left to read", job)
+}
+
+// cleanupVerify deletes the check's Jobs (with their pods) and RBAC.
+func cleanupVerify(ctx context.Context, env *Env) error {
+	jobs := &batchv1.JobList{}
+	if err := env.Client.List(ctx, jobs, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{jobLabel: "verify-dns"}); err != nil {
+		return fmt.Errorf("listing the check's Jobs: %w", err)
+	}
+	var objs []client.Object
+	for i := range jobs.Items {
+		objs = append(objs, &jobs.Items[i])
+	}
+	for _, o := range append(objs, verifyRBAC()...) {
+		err := env.Client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("cleaning up %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
+}
