@@ -186,11 +186,11 @@ func diffState(before, after map[string]string) []string {
 }
 
 // tunnelService is yurt-tunnel-server's internal Service as its chart makes
-// it (no selector here: yurt-tunnel itself is out of scope).
+// it, selecting the tunnel stand-in (yurt-tunnel itself is out of scope).
 func tunnelService() *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "x-tunnel-server-internal-svc", Namespace: "kube-system"},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+		Spec: corev1.ServiceSpec{Selector: cluster.TunnelStandinLabels, Ports: []corev1.ServicePort{
 			{Name: "https", Port: 10250, TargetPort: intstr.FromInt32(10263), Protocol: corev1.ProtocolTCP},
 			{Name: "http", Port: 10255, TargetPort: intstr.FromInt32(10264), Protocol: corev1.ProtocolTCP},
 		}},

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/cluster"
+	"github.com/yurtdns/yurtdns/test/harness"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,12 +20,20 @@ import (
 // TestInstallAndRevert is the user's path: install --control-plane-jobs from
 // a laptop, DNS answering from every node all along; the image swap running
 // under the real kubelet; node names answered from the apiserver's own view;
-// then revert, leaving kubeadm's objects and manifests as they were.
+// the OpenYurt story through the tunnel (a stand-in for yurt-tunnel-server
+// behind the tunnel Service); then revert, leaving kubeadm's objects and
+// manifests as they were.
 func TestInstallAndRevert(t *testing.T) {
 	ctx := context.Background()
 	t.Logf("cluster came up in %s", upTime.Round(100*time.Millisecond))
+	root, _ := harness.RepoRoot()
+	if err := kc.ImportTunnelStandin(root); err != nil {
+		t.Fatal(err)
+	}
 	createTunnelService(t)
 	defer deleteTunnelService(t)
+	setServerConfigPorts(t, "")
+	defer cs.CoreV1().ConfigMaps("kube-system").Delete(ctx, tunnelnodes.ServerConfigName, metav1.DeleteOptions{})
 	before := kubeadmState(t)
 
 	probe := startDNSProbe(kc.Nodes)
@@ -47,6 +57,7 @@ func TestInstallAndRevert(t *testing.T) {
 		checkStaticPod(t, "kube-apiserver", "--kubelet-preferred-address-types=Hostname,InternalIP,ExternalIP")
 	})
 	t.Run("node names from the apiserver's view", func(t *testing.T) { checkAPIServerView(t) })
+	t.Run("the tunnel path", func(t *testing.T) { checkTunnelPath(t) })
 
 	probe = startDNSProbe(kc.Nodes)
 	_, err = runSync(t, "revert")

@@ -57,32 +57,29 @@ func TestInstallWithNotReadyNode(t *testing.T) {
 	}
 }
 
-// TestInstallInterrupted: install killed right after the DaemonSet step and
-// right after the control-plane step, then run again, completes; DNS
-// answers throughout, and revert afterwards is exact.
+// TestInstallInterrupted: install killed right after the DaemonSet step,
+// run again and killed right after the control-plane step, then run again,
+// completes; DNS answers throughout, and revert afterwards is exact.
 func TestInstallInterrupted(t *testing.T) {
 	createTunnelService(t)
 	defer deleteTunnelService(t)
 	before := kubeadmState(t)
-	for _, step := range []string{"coredns-daemonset", "control-plane"} {
-		t.Run("killed after "+step, func(t *testing.T) {
-			probe := startDNSProbe(kc.Nodes)
-			killInstallAfter(t, step)
-			_, err := runSync(t, "install", "--control-plane-jobs")
-			probe.finish(t, "install killed after "+step+", then run again")
-			if err != nil {
-				t.Fatalf("install after the interrupted one: %v", err)
-			}
-			probe = startDNSProbe(kc.Nodes)
-			_, err = runSync(t, "revert")
-			probe.finish(t, "revert")
-			if err != nil {
-				t.Fatalf("revert: %v", err)
-			}
-			if diffs := diffState(before, kubeadmState(t)); len(diffs) > 0 {
-				t.Errorf("after revert, kubeadm's objects and manifests differ from before install:\n%s", strings.Join(diffs, "\n"))
-			}
-		})
+	probe := startDNSProbe(kc.Nodes)
+	killInstallAfter(t, "coredns-daemonset")
+	killInstallAfter(t, "control-plane")
+	_, err := runSync(t, "install", "--control-plane-jobs")
+	probe.finish(t, "install killed after coredns-daemonset, again after control-plane, then run to the end")
+	if err != nil {
+		t.Fatalf("install after the interrupted ones: %v", err)
+	}
+	probe = startDNSProbe(kc.Nodes)
+	_, err = runSync(t, "revert")
+	probe.finish(t, "revert")
+	if err != nil {
+		t.Fatalf("revert: %v", err)
+	}
+	if diffs := diffState(before, kubeadmState(t)); len(diffs) > 0 {
+		t.Errorf("after revert, kubeadm's objects and manifests differ from before install:\n%s", strings.Join(diffs, "\n"))
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/cluster"
-	"github.com/yurtdns/yurtdns/test/harness"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,34 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// TestTunnelPath is the OpenYurt story end to end: the apiserver reaches an
-// edge node's kubelet, and a client an edge node's exporter, by node name
-// through the tunnel Service — behind which runs test/tunnelstandin, a
-// stand-in for yurt-tunnel-server that forwards by TLS SNI.
-func TestTunnelPath(t *testing.T) {
+// checkTunnelPath is the OpenYurt story end to end, after install: the
+// apiserver reaches an edge node's kubelet, and a client an edge node's
+// exporter, by node name through the tunnel Service — behind which runs
+// test/tunnelstandin, a stand-in for yurt-tunnel-server.
+func checkTunnelPath(t *testing.T) {
 	ctx := context.Background()
-	root, _ := harness.RepoRoot()
-	if err := kc.ImportTunnelStandin(root); err != nil {
-		t.Fatal(err)
-	}
-	svc := tunnelService()
-	svc.Spec.Selector = cluster.TunnelStandinLabels
-	if _, err := cs.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	defer deleteTunnelService(t)
-	setServerConfigPorts(t, "")
-	defer cs.CoreV1().ConfigMaps("kube-system").Delete(ctx, tunnelnodes.ServerConfigName, metav1.DeleteOptions{})
-
-	if _, err := runSync(t, "install", "--control-plane-jobs"); err != nil {
-		t.Fatalf("install: %v", err)
-	}
-	defer func() {
-		if _, err := runSync(t, "revert"); err != nil {
-			t.Errorf("revert: %v", err)
-		}
-	}()
-	waitSyncAvailable(t)
 	runPod(t, kc.TunnelStandinServer())
 	runPod(t, cluster.StandinPod("standin-exporter", "worker-1", true, nil, "exporter", "--addr", ":9100", "--name", "worker-1"))
 	waitTunnelEndpoints(t)
