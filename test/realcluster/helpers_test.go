@@ -165,6 +165,21 @@ func kubeadmState(t *testing.T) map[string]string {
 	return state
 }
 
+// revertExactly runs revert with the DNS probe on, and checks that kubeadm's
+// objects and manifests are what kubeadmState read before install.
+func revertExactly(t *testing.T, before map[string]string) {
+	t.Helper()
+	probe := startDNSProbe(kc.Nodes)
+	_, err := runSync(t, "revert")
+	probe.finish(t, "revert")
+	if err != nil {
+		t.Fatalf("revert: %v", err)
+	}
+	if diffs := diffState(before, kubeadmState(t)); len(diffs) > 0 {
+		t.Errorf("after revert, kubeadm's objects and manifests differ from before install:\n%s", strings.Join(diffs, "\n"))
+	}
+}
+
 func diffState(before, after map[string]string) []string {
 	var keys []string
 	for k := range before {

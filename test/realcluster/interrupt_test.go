@@ -72,15 +72,7 @@ func TestInstallInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install after the interrupted ones: %v", err)
 	}
-	probe = startDNSProbe(kc.Nodes)
-	_, err = runSync(t, "revert")
-	probe.finish(t, "revert")
-	if err != nil {
-		t.Fatalf("revert: %v", err)
-	}
-	if diffs := diffState(before, kubeadmState(t)); len(diffs) > 0 {
-		t.Errorf("after revert, kubeadm's objects and manifests differ from before install:\n%s", strings.Join(diffs, "\n"))
-	}
+	revertExactly(t, before)
 }
 
 // killInstallAfter runs install --control-plane-jobs and SIGKILLs it the
