@@ -138,6 +138,7 @@ func (f *surgeryFlags) command(run func(context.Context, *install.Env, io.Writer
 func newStatusCommand() *cobra.Command {
 	f := &surgeryFlags{}
 	var verifyDNS, edgeSelector string
+	var fromControlPlane bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Report each install step: applied, not applied, or drifted",
@@ -174,6 +175,20 @@ func newStatusCommand() *cobra.Command {
 					return err
 				}
 			}
+			if fromControlPlane {
+				if _, err := labels.Parse(edgeSelector); err != nil {
+					return fmt.Errorf("--edge-node-selector: %w", err)
+				}
+				fmt.Fprintln(out)
+				wrong, failed, err := install.VerifyDNSFromControlPlane(cmd.Context(), env, edgeSelector, out)
+				if err != nil {
+					return err
+				}
+				if failed > 0 {
+					return fmt.Errorf("the check could not run on %d control-plane node(s)", failed)
+				}
+				mismatches += wrong
+			}
 			switch {
 			case drifted > 0 && mismatches > 0:
 				return fmt.Errorf("%d step(s) drifted, %d node name(s) resolve wrong", drifted, mismatches)
@@ -187,6 +202,10 @@ func newStatusCommand() *cobra.Command {
 	}
 	f.register(cmd, false)
 	cmd.Flags().StringVar(&verifyDNS, "verify-dns", "", "Also resolve every node name at this DNS server (IP:PORT, e.g. the kube-dns ClusterIP:53) and compare")
-	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes, for --verify-dns")
+	cmd.Flags().BoolVar(&fromControlPlane, "verify-dns-from-control-plane", false,
+		"Also resolve every node name on each control-plane node, as kube-apiserver does there: a Job per node "+
+			"(host network, dnsPolicy ClusterFirstWithHostNet) running --sync-image, deleted afterwards")
+	cmd.Flags().StringVar(&f.opts.SyncImage, "sync-image", defaultSyncImage, "Image of the --verify-dns-from-control-plane Jobs")
+	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes, for --verify-dns and --verify-dns-from-control-plane")
 	return cmd
 }
