@@ -34,7 +34,9 @@ func TestInstallAndRevert(t *testing.T) {
 	defer deleteTunnelService(t)
 	setServerConfigPorts(t, "")
 	defer cs.CoreV1().ConfigMaps("kube-system").Delete(ctx, tunnelnodes.ServerConfigName, metav1.DeleteOptions{})
+	applyPrometheusFixtures(t)
 	before := kubeadmState(t)
+	monitorsBefore := serviceMonitors(t)
 
 	probe := startDNSProbe(kc.Nodes)
 	started := time.Now()
@@ -58,8 +60,20 @@ func TestInstallAndRevert(t *testing.T) {
 	})
 	t.Run("node names from the apiserver's view", func(t *testing.T) { checkAPIServerView(t) })
 	t.Run("the tunnel path", func(t *testing.T) { checkTunnelPath(t) })
+	t.Run("node names from every control-plane node's own resolver", func(t *testing.T) {
+		out, err := runSync(t, "status", "--verify-dns-from-control-plane")
+		if err != nil || !strings.Contains(out, "From control-plane node master-1") || !strings.Contains(out, "worker-1") {
+			t.Errorf("status --verify-dns-from-control-plane: %v\n%s", err, out)
+		}
+		if left, _ := kc.Kubectl(ctx, "-n", "kube-system", "get", "jobs,serviceaccounts,roles", "-o", "name"); strings.Contains(left, "verify-dns") {
+			t.Errorf("the check left objects behind:\n%s", left)
+		}
+	})
 
 	revertExactly(t, before)
+	if now := serviceMonitors(t); now != monitorsBefore {
+		t.Errorf("the ServiceMonitors after revert:\n%s\nbefore install:\n%s", now, monitorsBefore)
+	}
 	checkReverted(t, ctx)
 }
 

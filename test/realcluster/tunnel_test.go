@@ -58,6 +58,7 @@ func checkTunnelPath(t *testing.T) {
 		if got := standinConnections(t)["worker-1"]["9100"]; got <= before {
 			t.Errorf("the stand-in forwarded nothing to worker-1:9100")
 		}
+		t.Run("Prometheus's targets by node name", checkPrometheusByName)
 		setServerConfigPorts(t, "")
 		waitServicePort(t, "dnat-9100", false)
 		if out, ok := fetchFromPod(t, url); ok {
