@@ -18,28 +18,40 @@ import (
 // the stock Deployment is never handed a Corefile it cannot parse (stock
 // CoreDNS crash-loops on yurthosts), whatever moment install or revert stops.
 func corefileStep() Step {
-	// yurtCorefile is the stock Corefile with the yurthosts edit, as it is now.
+	return corefileCopyStep("corefile", corednsName, corednsYurtConfigMap, "yurthosts { fallthrough } in the .:53 block",
+		func(src string) (string, error) {
+			out, _, err := EnsureYurthosts(src)
+			return out, err
+		})
+}
+
+// corefileCopyStep writes ConfigMap target: the Corefile of ConfigMap
+// source with edit applied (what names the edit in the summary). source is
+// never edited; a change of it since install is carried over by install
+// again, and status reports it as drifted.
+func corefileCopyStep(name, source, target, what string, edit func(string) (string, error)) Step {
+	// yurtCorefile is the source Corefile with the edit, as it is now.
 	yurtCorefile := func(ctx context.Context, env *Env) (stock, yurt string, err error) {
 		cm := &corev1.ConfigMap{}
-		if err := env.Client.Get(ctx, key(corednsName), cm); err != nil {
-			return "", "", fmt.Errorf("reading ConfigMap coredns: %w", err)
+		if err := env.Client.Get(ctx, key(source), cm); err != nil {
+			return "", "", fmt.Errorf("reading ConfigMap %s: %w", source, err)
 		}
 		stock, ok := cm.Data[corefileKey]
 		if !ok {
-			return "", "", fmt.Errorf("ConfigMap coredns has no Corefile key")
+			return "", "", fmt.Errorf("ConfigMap %s has no Corefile key", source)
 		}
-		yurt, _, err = EnsureYurthosts(stock)
+		yurt, err = edit(stock)
 		return stock, yurt, err
 	}
-	copyKey := "ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap + " " + corefileKey
+	copyKey := "ConfigMap " + tunnelnodes.Namespace + "/" + target + " " + corefileKey
 	yurtConfigMap := func(corefile string) *unstructured.Unstructured {
 		return toUnstructured(&corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: corednsYurtConfigMap, Namespace: tunnelnodes.Namespace},
+			ObjectMeta: metav1.ObjectMeta{Name: target, Namespace: tunnelnodes.Namespace},
 			Data:       map[string]string{corefileKey: corefile},
 		}, "v1", "ConfigMap")
 	}
 	return Step{
-		Name: "corefile",
+		Name: name,
 		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
 			stock, want, err := yurtCorefile(ctx, env)
 			if err != nil {
@@ -51,14 +63,14 @@ func corefileStep() Step {
 				return Result{}, err
 			case created:
 				// The diff that says what the copy is: the edit of the stock Corefile.
-				diff := unifiedDiff(copyKey+" (from ConfigMap "+tunnelnodes.Namespace+"/"+corednsName+")", []byte(stock), []byte(want))
-				return Result{Changed: true, Diffs: []string{diff}, Summary: "ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap +
-					" created: the stock Corefile with yurthosts { fallthrough } in the .:53 block (the coredns ConfigMap is not edited)"}, nil
+				diff := unifiedDiff(copyKey+" (from ConfigMap "+tunnelnodes.Namespace+"/"+source+")", []byte(stock), []byte(want))
+				return Result{Changed: true, Diffs: []string{diff}, Summary: "ConfigMap " + tunnelnodes.Namespace + "/" + target +
+					" created: the stock Corefile with " + what + " (the " + source + " ConfigMap is not edited)"}, nil
 			}
 			// It exists: carry over a change of the stock Corefile since.
 			cm := &corev1.ConfigMap{}
-			if err := env.Client.Get(ctx, key(corednsYurtConfigMap), cm); err != nil {
-				return Result{}, fmt.Errorf("reading ConfigMap %s: %w", corednsYurtConfigMap, err)
+			if err := env.Client.Get(ctx, key(target), cm); err != nil {
+				return Result{}, fmt.Errorf("reading ConfigMap %s: %w", target, err)
 			}
 			if cm.Data[corefileKey] == want {
 				return Result{Summary: "already applied"}, nil
@@ -70,26 +82,26 @@ func corefileStep() Step {
 				}
 				cm.Data[corefileKey] = want
 				if err := env.Client.Update(ctx, cm); err != nil {
-					return Result{}, fmt.Errorf("updating ConfigMap %s: %w", corednsYurtConfigMap, err)
+					return Result{}, fmt.Errorf("updating ConfigMap %s: %w", target, err)
 				}
 			}
-			return Result{Changed: true, Diffs: []string{diff}, Summary: "ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap +
+			return Result{Changed: true, Diffs: []string{diff}, Summary: "ConfigMap " + tunnelnodes.Namespace + "/" + target +
 				" updated: carries over the stock Corefile's changes since install"}, nil
 		},
 		// The DaemonSet that read it is gone by now (revert runs backwards).
 		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
-			deleted, err := deleteCreated(ctx, env, ss, namedObject("v1", "ConfigMap", corednsYurtConfigMap))
+			deleted, err := deleteCreated(ctx, env, ss, namedObject("v1", "ConfigMap", target))
 			if err != nil || !deleted {
 				return Result{Summary: "nothing to delete"}, err
 			}
-			return Result{Changed: true, Summary: "deleted ConfigMap " + tunnelnodes.Namespace + "/" + corednsYurtConfigMap}, nil
+			return Result{Changed: true, Summary: "deleted ConfigMap " + tunnelnodes.Namespace + "/" + target}, nil
 		},
 		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
 			cm := &corev1.ConfigMap{}
-			err := env.Client.Get(ctx, key(corednsYurtConfigMap), cm)
+			err := env.Client.Get(ctx, key(target), cm)
 			switch {
 			case apierrors.IsNotFound(err) && ss.Applied:
-				return Drifted, "ConfigMap " + corednsYurtConfigMap + " is missing", nil
+				return Drifted, "ConfigMap " + target + " is missing", nil
 			case apierrors.IsNotFound(err):
 				return NotApplied, "", nil
 			case err != nil:
@@ -100,7 +112,7 @@ func corefileStep() Step {
 			case err != nil:
 				return Drifted, err.Error(), nil
 			case cm.Data[corefileKey] != want:
-				return Drifted, "the stock Corefile changed after install (run install again to carry it over into ConfigMap " + corednsYurtConfigMap + ")", nil
+				return Drifted, "the stock Corefile changed after install (run install again to carry it over into ConfigMap " + target + ")", nil
 			}
 			return Applied, "", nil
 		},
@@ -306,6 +318,12 @@ const tunnelHostsFile = "/etc/edge/tunnel-nodes"
 // is one, else just before `kubernetes`. changed is false when src already
 // has yurthosts there.
 func EnsureYurthosts(src string) (out string, changed bool, err error) {
+	return ensureYurthosts(src, nil)
+}
+
+// ensureYurthosts is EnsureYurthosts with options: lines of the yurthosts
+// block before its fallthrough (configmap, service).
+func ensureYurthosts(src string, options []string) (out string, changed bool, err error) {
 	blocks, err := parseCorefile(src)
 	if err != nil {
 		return "", false, fmt.Errorf("parsing Corefile: %w", err)
@@ -333,19 +351,25 @@ func EnsureYurthosts(src string) (out string, changed bool, err error) {
 	switch {
 	case hosts != nil:
 		in := indent(hosts)
-		return src[:hosts.start] + yurthostsBlock(in) + src[hosts.end:], true, nil
+		return src[:hosts.start] + yurthostsBlock(in, options) + src[hosts.end:], true, nil
 	case kubernetes != nil:
 		in := indent(kubernetes)
-		return src[:kubernetes.start] + yurthostsBlock(in) + "\n" + in + src[kubernetes.start:], true, nil
+		return src[:kubernetes.start] + yurthostsBlock(in, options) + "\n" + in + src[kubernetes.start:], true, nil
 	}
 	return "", false, fmt.Errorf("the .:53 server block has no kubernetes plugin to place yurthosts before")
 }
 
 // yurthostsBlock is the directive install adds, indented like its neighbours.
-func yurthostsBlock(indent string) string {
+func yurthostsBlock(indent string, options []string) string {
 	inner := "    "
 	if strings.HasPrefix(indent, "\t") {
 		inner = "\t"
 	}
-	return "yurthosts {\n" + indent + inner + "fallthrough\n" + indent + "}"
+	var b strings.Builder
+	b.WriteString("yurthosts {\n")
+	for _, o := range options {
+		b.WriteString(indent + inner + o + "\n")
+	}
+	b.WriteString(indent + inner + "fallthrough\n")
+	return b.String() + indent + "}"
 }

@@ -13,6 +13,15 @@
 //	sync.go              sync               the tunnel-nodes-sync Deployment from deploy/
 //	prometheus.go        prometheus         Prometheus scrapes kubelets and node-exporters by node name
 //
+// Under --profile raven (profile.go: which steps, the layout checks) the
+// steps are instead:
+//
+//	ravenrbac.go         raven-rbac         raven-proxy-dns may read edge-tunnel-nodes and the proxy Service
+//	ravenproxydns.go     raven-corefile     ConfigMap raven-proxy-dns-yurt: its Corefile with yurthosts
+//	ravenproxydns.go     raven-proxy-dns    the raven-proxy-dns Deployment runs coredns-yurt, in place
+//	gatewaydns.go        gateway-dns        yurt-manager's gateway-dns controller off (--controllers)
+//	sync.go              raven-sync         the sync from deploy/raven/tunnel-nodes-sync (--profile raven)
+//
 // The steps are built from shared parts: objectsStep and ensureCreated
 // (objects.go) create objects and delete them on revert; fieldEdit and
 // fieldStep (fieldedit.go) change one value and restore it; every "until

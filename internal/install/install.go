@@ -38,6 +38,9 @@ type Options struct {
 	// are what the prometheus step relabels; empty: kube-prometheus's.
 	KubeletServiceMonitor      string
 	NodeExporterServiceMonitor string
+	// Profile is the tunnel layout, which decides the steps:
+	// ProfileYurtTunnel ("" too) or ProfileRaven.
+	Profile string
 }
 
 // manifestOptions writes the control-plane manifests live: each waited for.
@@ -110,19 +113,16 @@ func Steps() []Step {
 	return []Step{rbacStep(), corefileStep(), corednsDaemonSetStep(), kubeDNSTopologyStep(), kubeProxyStep(), controlPlaneStep(), syncStep(), prometheusStep()}
 }
 
-// StepNames lists the step names, for --skip validation and help.
-func StepNames() []string {
-	var names []string
-	for _, s := range Steps() {
-		names = append(names, s.Name)
-	}
-	return names
-}
+// StepNames lists yurt-tunnel's step names, for --skip validation and help.
+func StepNames() []string { return ProfileStepNames(ProfileYurtTunnel) }
 
 func (o Options) validate() error {
+	if err := validProfile(o.Profile); err != nil {
+		return err
+	}
 	for _, s := range o.Skip {
-		if !slices.Contains(StepNames(), s) {
-			return fmt.Errorf("--skip %q: unknown step (steps: %s)", s, strings.Join(StepNames(), ","))
+		if names := ProfileStepNames(o.Profile); !slices.Contains(names, s) {
+			return fmt.Errorf("--skip %q: unknown step (steps: %s)", s, strings.Join(names, ","))
 		}
 	}
 	for _, sm := range []string{o.KubeletServiceMonitor, o.NodeExporterServiceMonitor} {
@@ -140,11 +140,14 @@ func Install(ctx context.Context, env *Env, out io.Writer) error {
 	if err := env.Options.validate(); err != nil {
 		return err
 	}
-	st, err := loadState(ctx, env)
+	if err := preflight(ctx, env, out); err != nil {
+		return err
+	}
+	st, err := loadProfileState(ctx, env)
 	if err != nil {
 		return err
 	}
-	for _, step := range Steps() {
+	for _, step := range profileSteps(env.Options.Profile) {
 		if slices.Contains(env.Options.Skip, step.Name) {
 			fmt.Fprintf(out, "[%s] skipped\n", step.Name)
 			continue
@@ -179,11 +182,11 @@ func runStep(ctx context.Context, env *Env, out io.Writer, name string, run func
 
 // Revert undoes the recorded changes, last step first.
 func Revert(ctx context.Context, env *Env, out io.Writer) error {
-	st, err := loadState(ctx, env)
+	st, err := loadProfileState(ctx, env)
 	if err != nil {
 		return err
 	}
-	steps := Steps()
+	steps := profileSteps(env.Options.Profile)
 	slices.Reverse(steps)
 	for _, step := range steps {
 		// A step with records but not applied is one an install was
@@ -227,12 +230,12 @@ type StatusReport struct {
 
 // Status reports each step.
 func Status(ctx context.Context, env *Env) ([]StatusReport, error) {
-	st, err := loadState(ctx, env)
+	st, err := loadProfileState(ctx, env)
 	if err != nil {
 		return nil, err
 	}
 	var reports []StatusReport
-	for _, step := range Steps() {
+	for _, step := range profileSteps(env.Options.Profile) {
 		s, detail, err := step.Status(ctx, env, st.step(step.Name))
 		if err != nil {
 			return nil, fmt.Errorf("status of step %s: %w", step.Name, err)

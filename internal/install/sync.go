@@ -9,9 +9,12 @@ import (
 )
 
 // syncStep deploys tunnel-nodes-sync from deploy/, as `kubectl apply -k` would.
-func syncStep() Step {
-	return objectsStep("sync", func(env *Env) ([]*unstructured.Unstructured, error) {
-		objs, err := deploy.Render(deploy.TunnelNodesSync)
+func syncStep() Step { return syncStepOf("sync", deploy.TunnelNodesSync) }
+
+// syncStepOf deploys tunnel-nodes-sync from the kustomization dir of deploy/.
+func syncStepOf(name, dir string) Step {
+	return objectsStep(name, func(env *Env) ([]*unstructured.Unstructured, error) {
+		objs, err := deploy.Render(dir)
 		if err != nil {
 			return nil, err
 		}

@@ -258,15 +258,9 @@ func deploymentServing(env *Env, name string, podIPs *[]string) condition {
 		if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < want {
 			return false, progress, nil
 		}
-		sets := &appsv1.ReplicaSetList{}
-		if err := env.Client.List(ctx, sets, client.InNamespace(tunnelnodes.Namespace)); err != nil {
-			return false, "", fmt.Errorf("listing ReplicaSets: %w", err)
-		}
-		var owners []types.UID
-		for _, rs := range sets.Items {
-			if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == d.UID {
-				owners = append(owners, rs.UID)
-			}
+		owners, err := replicaSetsOf(ctx, env, d)
+		if err != nil {
+			return false, "", err
 		}
 		pods, err := controlledPods(ctx, env, d.Spec.Selector, owners...)
 		if err != nil {
@@ -321,4 +315,67 @@ func both(a, b condition) condition {
 		}
 		return b(ctx)
 	}
+}
+
+// deploymentRolledOut is a Deployment's rollout done, as `kubectl rollout
+// status` has it — its controller saw the change, every replica is updated
+// and available — and at least replicas pods of the current template
+// (containers with its images, commands and args) Ready. Their IPs go to
+// *podIPs when it is not nil, for the Service check.
+func deploymentRolledOut(env *Env, name string, podIPs *[]string) condition {
+	return func(ctx context.Context) (bool, string, error) {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, key(name), d); err != nil {
+			return false, "", fmt.Errorf("reading Deployment %s: %w", name, err)
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		s := d.Status
+		progress := fmt.Sprintf("%d of %d replicas updated, %d available, %d in all", s.UpdatedReplicas, want, s.AvailableReplicas, s.Replicas)
+		if s.ObservedGeneration < d.Generation || s.UpdatedReplicas < want || s.AvailableReplicas < want || s.Replicas > want {
+			return false, progress, nil
+		}
+		owners, err := replicaSetsOf(ctx, env, d)
+		if err != nil {
+			return false, "", err
+		}
+		pods, err := controlledPods(ctx, env, d.Spec.Selector, owners...)
+		if err != nil {
+			return false, "", err
+		}
+		var ips []string
+		for _, p := range pods {
+			if podReady(&p) && sameContainers(p.Spec.Containers, d.Spec.Template.Spec.Containers) {
+				ips = append(ips, p.Status.PodIP)
+			}
+		}
+		if podIPs != nil {
+			*podIPs = ips
+		}
+		return len(ips) >= int(want), fmt.Sprintf("%s; %d pods of the current template Ready", progress, len(ips)), nil
+	}
+}
+
+// replicaSetsOf are the UIDs of the Deployment's ReplicaSets.
+func replicaSetsOf(ctx context.Context, env *Env, d *appsv1.Deployment) ([]types.UID, error) {
+	sets := &appsv1.ReplicaSetList{}
+	if err := env.Client.List(ctx, sets, client.InNamespace(d.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing ReplicaSets: %w", err)
+	}
+	var owners []types.UID
+	for _, rs := range sets.Items {
+		if ref := metav1.GetControllerOf(&rs); ref != nil && ref.UID == d.UID {
+			owners = append(owners, rs.UID)
+		}
+	}
+	return owners, nil
+}
+
+// sameContainers: a pod's containers run what the template says.
+func sameContainers(pod, template []corev1.Container) bool {
+	return slices.EqualFunc(pod, template, func(a, b corev1.Container) bool {
+		return a.Name == b.Name && a.Image == b.Image && slices.Equal(a.Command, b.Command) && slices.Equal(a.Args, b.Args)
+	})
 }

@@ -1,0 +1,128 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Names of upstream's config/setup/raven-proxy-dns.yaml (its Deployment,
+// ConfigMap and Service are all raven-proxy-dns), and the ConfigMap install
+// writes next to it.
+const (
+	ravenProxyDNS     = "raven-proxy-dns"
+	ravenProxyDNSYurt = "raven-proxy-dns-yurt"
+)
+
+// ravenYurthostsOptions point yurthosts at Raven's objects.
+var ravenYurthostsOptions = []string{
+	"configmap " + tunnelnodes.Namespace + "/" + tunnelnodes.RavenConfigMapName,
+	"service " + tunnelnodes.Namespace + "/" + tunnelnodes.RavenServiceName,
+}
+
+// ravenCorefileStep writes ConfigMap raven-proxy-dns-yurt: raven-proxy-dns's
+// Corefile with yurthosts in place of its hosts block. The ConfigMap the
+// running stock pods read is never edited: stock CoreDNS crash-loops on
+// yurthosts.
+func ravenCorefileStep() Step {
+	return corefileCopyStep("raven-corefile", ravenProxyDNS, ravenProxyDNSYurt,
+		"yurthosts { configmap "+tunnelnodes.Namespace+"/"+tunnelnodes.RavenConfigMapName+"; service "+
+			tunnelnodes.Namespace+"/"+tunnelnodes.RavenServiceName+"; fallthrough } in place of hosts "+tunnelHostsFile,
+		func(src string) (string, error) {
+			out, _, err := ensureYurthosts(src, ravenYurthostsOptions)
+			return out, err
+		})
+}
+
+// ravenProxyDNSStep makes the raven-proxy-dns Deployment coredns-yurt in
+// place: its pod template runs --coredns-image, reads ConfigMap
+// raven-proxy-dns-yurt, and no longer mounts the records as a file. The
+// rollout is waited for: the new pods Ready and ready endpoints of Service
+// raven-proxy-dns (which kube-apiserver resolves node names at). Revert
+// restores the template exactly and waits the same way.
+func ravenProxyDNSStep() Step {
+	read := func(ctx context.Context, env *Env) (*appsv1.Deployment, error) {
+		d := &appsv1.Deployment{}
+		if err := env.Client.Get(ctx, key(ravenProxyDNS), d); err != nil {
+			return nil, fmt.Errorf("reading Deployment %s: %w", ravenProxyDNS, err)
+		}
+		return d, nil
+	}
+	edit := fieldEdit{
+		key: fmt.Sprintf("Deployment %s/%s pod template", tunnelnodes.Namespace, ravenProxyDNS),
+		get: func(ctx context.Context, env *Env) (string, bool, error) {
+			d, err := read(ctx, env)
+			if err != nil {
+				return "", false, err
+			}
+			b, err := yaml.Marshal(d.Spec.Template)
+			return string(b), true, err
+		},
+		set: func(ctx context.Context, env *Env, value string, _ bool) error {
+			d, err := read(ctx, env)
+			if err != nil {
+				return err
+			}
+			d.Spec.Template = corev1.PodTemplateSpec{}
+			if err := yaml.UnmarshalStrict([]byte(value), &d.Spec.Template); err != nil {
+				return err
+			}
+			return env.Client.Update(ctx, d)
+		},
+		desired: func(env *Env, cur string, _ bool) (string, error) {
+			var tmpl corev1.PodTemplateSpec
+			if err := yaml.UnmarshalStrict([]byte(cur), &tmpl); err != nil {
+				return "", err
+			}
+			if err := swapRavenProxyDNS(&tmpl.Spec, env.Options.CoreDNSImage); err != nil {
+				return "", err
+			}
+			b, err := yaml.Marshal(tmpl)
+			return string(b), err
+		},
+	}
+	rolledOut := func(ctx context.Context, env *Env) error {
+		var podIPs []string
+		return waitFor(ctx, env.Options.Timeout, "Deployment "+ravenProxyDNS+" not rolled out behind its Service",
+			both(deploymentRolledOut(env, ravenProxyDNS, &podIPs), serviceEndpointsReady(env, ravenProxyDNS, &podIPs)))
+	}
+	return fieldStep("raven-proxy-dns", "Deployment "+ravenProxyDNS+" runs coredns-yurt with ConfigMap "+ravenProxyDNSYurt+
+		" (no records file mounted); rolled out, its pods behind Service "+ravenProxyDNS, edit, rolledOut)
+}
+
+// swapRavenProxyDNS edits raven-proxy-dns's pod spec into coredns-yurt: the
+// container that mounts the Corefile runs image, the Corefile volume reads
+// raven-proxy-dns-yurt, and the records volume (the ConfigMap mounted as a
+// hosts file) and its mounts go. Applied twice it changes nothing.
+func swapRavenProxyDNS(spec *corev1.PodSpec, image string) error {
+	var corefileVolume string
+	var records []string
+	for i := range spec.Volumes {
+		cm := spec.Volumes[i].ConfigMap
+		switch {
+		case cm == nil:
+		case cm.Name == ravenProxyDNS || cm.Name == ravenProxyDNSYurt:
+			cm.Name, corefileVolume = ravenProxyDNSYurt, spec.Volumes[i].Name
+		case cm.Name == tunnelnodes.RavenConfigMapName:
+			records = append(records, spec.Volumes[i].Name)
+		}
+	}
+	if corefileVolume == "" {
+		return fmt.Errorf("Deployment %s mounts no ConfigMap %s: not the layout of Raven's raven-proxy-dns.yaml", ravenProxyDNS, ravenProxyDNS)
+	}
+	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return slices.Contains(records, v.Name) })
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return slices.Contains(records, m.Name) })
+		if image != "" && slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == corefileVolume }) {
+			c.Image = image
+		}
+	}
+	return nil
+}
