@@ -28,10 +28,9 @@ const (
 	RavenProxyDNSRBAC = "raven/proxy-dns-rbac"
 )
 
-// Dirs are every kustomization above that can be applied together, for
-// tests that apply them all (TunnelNodesSyncRaven is the same objects as
-// TunnelNodesSync, differently configured).
-var Dirs = []string{TunnelNodesSync, CoreDNSYurt, RavenProxyDNSRBAC}
+// Dirs are every workload's kustomization above, for tests that apply
+// them all (the RBAC-only ones are parts of them, or applied by install).
+var Dirs = []string{TunnelNodesSync, CoreDNSYurt, TunnelNodesSyncRaven}
 
 //go:embed tunnel-nodes-sync coredns-yurt raven
 var manifests embed.FS
