@@ -4,17 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"log"
 	"maps"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -29,7 +21,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 )
 
 // installFlags are the flags of every install in this file.
@@ -350,13 +341,13 @@ func (c *interruptCluster) interruptRevert(t *testing.T, i int, point string, re
 
 	// Revert again, through a proxy that only records the writes.
 	rerun := newKillProxy(t, c.ControlPlane, "revert", "", "", nil)
-	restored, lost := c.revert(t, rerun.kubeconfig)
+	restored, lost := c.revert(t, rerun.Kubeconfig)
 	res.restored, res.lost = restored, lost
 
 	// kube-proxy reads its config only at start: one restart, after the
 	// config was restored (the restart patches the DaemonSet's template).
 	var restores, restarts []int
-	writes := slices.Concat(killed.written(), rerun.written())
+	writes := slices.Concat(killed.Written(), rerun.Written())
 	for n, w := range writes {
 		switch w {
 		case "PUT /api/v1/namespaces/kube-system/configmaps/kube-proxy":
@@ -395,10 +386,10 @@ func (c *interruptCluster) kubeProxy(t *testing.T) *appsv1.DaemonSet {
 	return ds
 }
 
-// kill runs cmd (install or revert) through a killProxy, checks it died at
+// kill runs cmd (install or revert) through a KillProxy, checks it died at
 // point of step steps[i], and returns the proxy (with the writes the command
 // made).
-func (c *interruptCluster) kill(t *testing.T, cmd string, i int, point string, onArm func()) *killProxy {
+func (c *interruptCluster) kill(t *testing.T, cmd string, i int, point string, onArm func()) *harness.KillProxy {
 	t.Helper()
 	steps := install.StepNames()
 	step := steps[i]
@@ -407,10 +398,10 @@ func (c *interruptCluster) kill(t *testing.T, cmd string, i int, point string, o
 	if cmd != "install" {
 		args = []string{cmd}
 	}
-	p := c.start(t, kp.kubeconfig, args...)
-	kp.process <- p
+	p := c.start(t, kp.Kubeconfig, args...)
+	kp.Attach(p)
 	err := p.Wait(t, 2*time.Minute)
-	where := kp.killedAt()
+	where := kp.KilledAt()
 	if where == "" {
 		t.Fatalf("%s ended (%v) without reaching the kill point:\n%s", cmd, err, p.Output())
 	}
@@ -588,118 +579,65 @@ func (k *kubeadmCluster) createdObjects(t *testing.T) map[string]string {
 	return out
 }
 
-// killProxy stands between the install or revert under test and the
-// apiserver and SIGKILLs the process at a point of a step, while the process
-// is blocked on the request that marks the point. After the kill it forwards
-// nothing. Without a point it only forwards, recording the writes.
-type killProxy struct {
-	kubeconfig string
-	process    chan *harness.Process
-
+// interruptRule kills install or revert (cmd) at a point of a step, read
+// from what the process has recorded in the install state so far: the
+// harness's KillProxy asks it at every request.
+type interruptRule struct {
 	cp          *harness.ControlPlane
-	base        http.RoundTripper
 	cmd         string // install or revert
 	step, point string
 	// onArm runs once when the step begins (before its first write is sent).
 	onArm func()
-
-	mu     sync.Mutex
-	armed  bool     // midStep: the step has begun, its next write is the step's
-	killed string   // where, once killed
-	writes []string // the writes the apiserver accepted, "METHOD path"
+	armed bool // midStep: the step has begun, its next write is the step's
 }
 
-func newKillProxy(t *testing.T, cp *harness.ControlPlane, cmd, step, point string, onArm func()) *killProxy {
+// newKillProxy is a KillProxy that kills cmd at point of step; without a
+// point it only forwards, recording the writes.
+func newKillProxy(t *testing.T, cp *harness.ControlPlane, cmd, step, point string, onArm func()) *harness.KillProxy {
 	t.Helper()
-	base, err := rest.TransportFor(cp.Config)
-	if err != nil {
-		t.Fatal(err)
+	if point == "" {
+		return harness.NewKillProxy(t, cp, harness.KillRule{})
 	}
-	target, err := url.Parse(cp.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if target.Scheme == "" {
-		target, _ = url.Parse("https://" + cp.Config.Host)
-	}
-	kp := &killProxy{process: make(chan *harness.Process, 1), cp: cp, base: base, cmd: cmd, step: step, point: point, onArm: onArm}
-	srv := httptest.NewServer(&httputil.ReverseProxy{
-		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
-		Transport: kp,
-		ErrorLog:  log.New(io.Discard, "", 0),
-	})
-	t.Cleanup(srv.Close)
-	kp.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
-	config := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: proxy, cluster: {server: %q}}]
-users: [{name: proxy, user: {}}]
-contexts: [{name: proxy, context: {cluster: proxy, user: proxy}}]
-current-context: proxy
-`, srv.URL)
-	if err := os.WriteFile(kp.kubeconfig, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return kp
+	r := &interruptRule{cp: cp, cmd: cmd, step: step, point: point, onArm: onArm}
+	return harness.NewKillProxy(t, cp, harness.KillRule{BeforeSend: r.beforeSend, AfterWrite: r.afterWrite})
 }
 
-func (kp *killProxy) killedAt() string {
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	return kp.killed
+// isStateWrite: the request writes the install state.
+func isStateWrite(req *http.Request) bool {
+	return strings.HasSuffix(req.URL.Path, "/configmaps/"+install.StateConfigMap)
 }
 
-// written returns the writes the apiserver accepted so far, in order.
-func (kp *killProxy) written() []string {
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	return slices.Clone(kp.writes)
-}
-
-// RoundTrip forwards one request of the process; requests are sequential,
-// so the process makes no progress while one is held here.
-func (kp *killProxy) RoundTrip(req *http.Request) (*http.Response, error) {
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	if kp.killed != "" {
-		return nil, fmt.Errorf("%s was killed", kp.cmd)
-	}
-	mutating := req.Method != http.MethodGet && req.Method != http.MethodHead
-	stateWrite := mutating && strings.HasSuffix(req.URL.Path, "/configmaps/"+install.StateConfigMap)
-	what := req.Method + " " + req.URL.Path
-	if mutating && kp.point == midStep && !kp.armed {
+func (r *interruptRule) beforeSend(req *http.Request, what string, write bool) string {
+	if write && r.point == midStep && !r.armed {
 		// The step has begun, and nothing of it is written yet: this is its first write.
-		_, kp.armed = kp.progress(req.Context())
-		if kp.armed && kp.onArm != nil {
-			kp.onArm()
+		_, r.armed = r.progress(req.Context())
+		if r.armed && r.onArm != nil {
+			r.onArm()
 		}
 	}
-	if kp.armed && stateWrite && kp.step == "control-plane" {
+	if r.armed && write && isStateWrite(req) && r.step == "control-plane" {
 		// The step wrote what it writes outside the apiserver (manifest
 		// files) and is about to record progress: die before that lands.
-		kp.kill("in step " + kp.step + " before " + what + " (not sent)")
-		return nil, fmt.Errorf("%s was killed", kp.cmd)
+		return "in step " + r.step + " before " + what + " (not sent)"
 	}
-	resp, err := kp.base.RoundTrip(req)
-	if err != nil || !mutating || resp.StatusCode >= 300 {
-		return resp, err
-	}
-	kp.writes = append(kp.writes, what)
+	return ""
+}
+
+func (r *interruptRule) afterWrite(req *http.Request, what string) string {
 	// A state write inside the step (revert saves that it is restoring a
 	// value before writing it back) is not the step's write: die after that.
-	if kp.armed && !stateWrite {
-		kp.kill("in step " + kp.step + " after " + what + " reached the apiserver")
-		return resp, nil
+	if r.armed && !isStateWrite(req) {
+		return "in step " + r.step + " after " + what + " reached the apiserver"
 	}
-	if kp.point != afterStep {
-		return resp, nil
+	if r.point != afterStep {
+		return ""
 	}
-	if done, _ := kp.progress(req.Context()); done && kp.cmd == "install" {
-		kp.kill("after step " + kp.step + " was recorded applied (" + what + ")")
+	if done, _ := r.progress(req.Context()); done && r.cmd == "install" {
+		return "after step " + r.step + " was recorded applied (" + what + ")"
 	} else if done {
-		kp.kill("after step " + kp.step + " was reverted and its state entry deleted (" + what + ")")
+		return "after step " + r.step + " was reverted and its state entry deleted (" + what + ")"
 	}
-	return resp, nil
+	return ""
 }
 
 // progress reads back what the process has recorded so far (whatever
@@ -707,40 +645,26 @@ func (kp *killProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 // whether it has begun it without being done. Install records a step
 // applied once done, after the write-ahead record of its first change;
 // revert goes last step first and deletes each step's entry once done.
-func (kp *killProxy) progress(ctx context.Context) (done, begun bool) {
-	if kp.point == "" {
-		return false, false
-	}
-	cm, err := kp.cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, install.StateConfigMap, metav1.GetOptions{})
+func (r *interruptRule) progress(ctx context.Context) (done, begun bool) {
+	cm, err := r.cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, install.StateConfigMap, metav1.GetOptions{})
 	if err != nil {
 		return false, false
 	}
 	var s stepRecord
-	_, ok := cm.Data[kp.step]
-	if ok && json.Unmarshal([]byte(cm.Data[kp.step]), &s) != nil {
+	_, ok := cm.Data[r.step]
+	if ok && json.Unmarshal([]byte(cm.Data[r.step]), &s) != nil {
 		return false, false
 	}
-	if kp.cmd == "install" {
+	if r.cmd == "install" {
 		return ok && s.Applied, ok && !s.Applied
 	}
 	steps := install.StepNames()
-	for _, later := range steps[slices.Index(steps, kp.step)+1:] {
+	for _, later := range steps[slices.Index(steps, r.step)+1:] {
 		if _, ok := cm.Data[later]; ok {
 			return false, false // not reverted yet
 		}
 	}
 	return !ok, ok
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (kp *killProxy) kill(where string) {
-	p := <-kp.process
-	kp.process <- p
-	_ = p.Signal(syscall.SIGKILL)
-	for deadline := time.Now().Add(30 * time.Second); !p.Exited() && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	kp.killed = where
 }
 
 func unionKeys(a, b map[string]string) []string {
