@@ -518,16 +518,38 @@ func namedBadPackets() []badCase {
 	}
 }
 
-// TestBadInputDNS sends malformed and extreme DNS packets to the real
-// coredns-yurt binary over UDP and TCP, asserts the defined response to
-// each, and checks after every one that the server is alive and answers.
-func TestBadInputDNS(t *testing.T) {
+// The TestBadInputDNS* tests send malformed and extreme DNS packets to the
+// real coredns-yurt binary over UDP and TCP, assert the defined response to
+// each, and check after every one that the server is alive and answers.
+//
+// Most of them probe CoreDNS's own server code and miekg/dns, not yurthosts:
+// malformed packets, broken TCP framing and random packets are answered (or
+// dropped) before any plugin runs, and truncation to the client's buffer is
+// the server's too. They are here because coredns-yurt ships that code: it
+// must not crash, hang or answer junk whatever arrives. The tests of what
+// yurthosts answers are ANY and unknown types, longest names and labels,
+// case is kept, and thousands of addresses.
+//
+// They share one server (badDNS), in the order they are declared; the
+// last, TestBadInputDNSNoCrash, checks nothing that came before crashed it.
+
+// badDNSFixture is the server every TestBadInputDNS* test sends to: the
+// records of newBadInputRecords served by coredns-yurt, and one prober
+// counting what all of them sent.
+type badDNSFixture struct {
+	recs *badInputRecords
+	cp   *harness.ControlPlane
+	srv  *harness.CoreDNS
+	p    *badProber
+}
+
+var badDNS = &shared[*badDNSFixture]{build: func(tb harness.TB) *badDNSFixture {
 	recs := newBadInputRecords()
-	cp := harness.Start(t, harness.Options{})
-	cp.CreateService(t, harness.TunnelService(badTunnelIP))
-	cp.ApplyConfigMap(t, recordsConfigMap(recs.lines...))
-	srv := harness.StartCoreDNS(t, cp.Kubeconfig, onlyYurthosts)
-	harness.Eventually(t, 10*time.Second, func() error {
+	cp := harness.Start(tb, harness.Options{})
+	cp.CreateService(tb, harness.TunnelService(badTunnelIP))
+	cp.ApplyConfigMap(tb, recordsConfigMap(recs.lines...))
+	srv := harness.StartCoreDNS(tb, cp.Kubeconfig, onlyYurthosts)
+	harness.Eventually(tb, 10*time.Second, func() error {
 		r, err := harness.DigErr(srv.DNSAddr, "many-4000", "A", "+tcp")
 		if err != nil {
 			return err
@@ -538,301 +560,331 @@ func TestBadInputDNS(t *testing.T) {
 		return nil
 	})
 	// Fixed seed: the same packets every run.
-	p := &badProber{t: t, srv: srv, rng: rand.New(rand.NewPCG(20260721, 1))}
+	return &badDNSFixture{recs: recs, cp: cp, srv: srv, p: &badProber{srv: srv, rng: rand.New(rand.NewPCG(20260721, 1))}}
+}}
 
-	t.Run("malformed packets", func(t *testing.T) {
-		p.t = t
-		for _, c := range namedBadPackets() {
-			if err := p.sendUDP(c.name, c.pkt, c.want); err != nil {
-				t.Error(err)
-			}
-			if err := p.sendTCP(c.name, c.pkt, c.want); err != nil {
-				t.Error(err)
-			}
-			p.alive(c.name)
-		}
-	})
+// prober is the shared prober, reporting to t.
+func (f *badDNSFixture) prober(t *testing.T) *badProber {
+	f.p.t = t
+	return f.p
+}
 
-	t.Run("broken TCP framing", func(t *testing.T) {
-		p.t = t
-		// ID 0xFFFF: read as a length prefix it claims more bytes than follow.
-		q := new(dns.Msg).SetQuestion(badCheckName, dns.TypeA)
-		q.Id = 0xFFFF
-		query := badPacked(q)
-		for _, c := range []struct {
-			name  string
-			bytes []byte
-		}{
-			{"length prefix cut short", []byte{0}},
-			{"length 100, 20 bytes sent", badCat([]byte{0, 100}, query[:20])},
-			{"length 65535, a query sent", badCat([]byte{0xFF, 0xFF}, query)},
-			{"length 2, then a query without its prefix", badCat([]byte{0, 2}, query)},
-		} {
-			p.tcp++
-			conn, err := net.Dial("tcp", srv.DNSAddr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := conn.Write(c.bytes); err != nil {
-				t.Fatal(err)
-			}
-			// Nothing the server can answer: no reply before we hang up.
-			_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-			if n, err := conn.Read(make([]byte, 512)); n > 0 || !badIsTimeout(err) && !errors.Is(err, io.EOF) {
-				t.Errorf("%s: want no reply, got %d bytes, %v", c.name, n, err)
-			}
-			conn.Close()
-			p.alive(c.name)
+// TestBadInputDNSMalformedPackets sends each named malformed packet over UDP
+// and TCP and expects its defined response (CoreDNS's server and miekg/dns,
+// not yurthosts, answer them).
+func TestBadInputDNSMalformedPackets(t *testing.T) {
+	f := badDNS.get(t)
+	p := f.prober(t)
+	for _, c := range namedBadPackets() {
+		if err := p.sendUDP(c.name, c.pkt, c.want); err != nil {
+			t.Error(err)
 		}
-		// Several queries in one write are answered in order.
+		if err := p.sendTCP(c.name, c.pkt, c.want); err != nil {
+			t.Error(err)
+		}
+		p.alive(c.name)
+	}
+}
+
+// TestBadInputDNSBrokenTCPFraming: length prefixes that lie get no reply,
+// and pipelined queries are answered in order (CoreDNS's server code).
+func TestBadInputDNSBrokenTCPFraming(t *testing.T) {
+	f := badDNS.get(t)
+	p, srv := f.prober(t), f.srv
+	// ID 0xFFFF: read as a length prefix it claims more bytes than follow.
+	q := new(dns.Msg).SetQuestion(badCheckName, dns.TypeA)
+	q.Id = 0xFFFF
+	query := badPacked(q)
+	for _, c := range []struct {
+		name  string
+		bytes []byte
+	}{
+		{"length prefix cut short", []byte{0}},
+		{"length 100, 20 bytes sent", badCat([]byte{0, 100}, query[:20])},
+		{"length 65535, a query sent", badCat([]byte{0xFF, 0xFF}, query)},
+		{"length 2, then a query without its prefix", badCat([]byte{0, 2}, query)},
+	} {
+		p.tcp++
 		conn, err := net.Dial("tcp", srv.DNSAddr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
-		var burst []byte
-		var queries []*dns.Msg
-		for range 20 {
-			q := p.checkQuery()
-			queries = append(queries, q)
-			burst = badCat(burst, binary.BigEndian.AppendUint16(nil, uint16(len(badPacked(q)))), badPacked(q))
-		}
-		p.tcp++
-		if _, err := conn.Write(burst); err != nil {
+		if _, err := conn.Write(c.bytes); err != nil {
 			t.Fatal(err)
 		}
-		for _, q := range queries {
-			m, err := badReadFrame(conn, 5*time.Second)
-			if err != nil {
-				t.Fatalf("pipelined queries: %v", err)
-			}
-			if err := badCheckReply(q, m); err != nil {
-				t.Errorf("pipelined queries, in order: %v", err)
-			}
+		// Nothing the server can answer: no reply before we hang up.
+		_ = conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if n, err := conn.Read(make([]byte, 512)); n > 0 || !badIsTimeout(err) && !errors.Is(err, io.EOF) {
+			t.Errorf("%s: want no reply, got %d bytes, %v", c.name, n, err)
 		}
-	})
-
-	t.Run("random packets", func(t *testing.T) {
-		p.t = t
-		const perKind = 100
-		seeds := [][]byte{
-			badPacked(new(dns.Msg).SetQuestion(badCheckName, dns.TypeA)),
-			badPacked(new(dns.Msg).SetQuestion("MASTER-1.", dns.TypeAAAA)),
-			badPacked(new(dns.Msg).SetQuestion(badMaxName+".", dns.TypeA)),
-			badPacked(new(dns.Msg).SetQuestion("many-5000.", dns.TypeA).SetEdns0(1232, true)),
-			badPacked(new(dns.Msg).SetQuestion("10.0.168.192.in-addr.arpa.", dns.TypePTR)),
-			badPacked(new(dns.Msg).SetQuestion("nope.", dns.TypeANY)),
-		}
-		gen := []struct {
-			kind string
-			make func() []byte
-		}{
-			{"random bytes", func() []byte {
-				b := make([]byte, p.rng.IntN(600))
-				for i := range b {
-					b[i] = byte(p.rng.Uint32())
-				}
-				return b
-			}},
-			{"valid header, random rest", func() []byte {
-				b := badHeader{uint16(p.rng.Uint32()), uint16(p.rng.IntN(2)) << 8, 1, uint16(p.rng.IntN(2)), uint16(p.rng.IntN(2)), uint16(p.rng.IntN(3))}.wire()
-				for range p.rng.IntN(300) {
-					b = append(b, byte(p.rng.Uint32()))
-				}
-				return b
-			}},
-			{"mutated query", func() []byte {
-				b := append([]byte{}, seeds[p.rng.IntN(len(seeds))]...)
-				switch p.rng.IntN(3) {
-				case 0: // flip bits
-					for range 1 + p.rng.IntN(4) {
-						b[p.rng.IntN(len(b))] ^= 1 << p.rng.IntN(8)
-					}
-				case 1: // overwrite bytes after the ID
-					for range 1 + p.rng.IntN(4) {
-						b[2+p.rng.IntN(len(b)-2)] = byte(p.rng.Uint32())
-					}
-				default: // cut short
-					b = b[:p.rng.IntN(len(b))]
-				}
-				return b
-			}},
-		}
-		outcomes := map[string]int{}
-		for _, g := range gen {
-			for i := range perKind {
-				for _, tcp := range []bool{false, true} {
-					pkt := g.make()
-					want := recs.predict(pkt)
-					outcomes[want.String()]++
-					name := fmt.Sprintf("%s #%d (%x)", g.kind, i, pkt)
-					send := p.sendUDP
-					if tcp {
-						send = p.sendTCP
-					}
-					if err := send(name, pkt, want); err != nil {
-						t.Error(err)
-					}
-				}
-				if i%10 == 9 {
-					p.alive(g.kind)
-				}
-			}
-		}
-		t.Logf("random packets by defined response: %v", outcomes)
-	})
-
-	t.Run("ANY and unknown types", func(t *testing.T) {
-		p.t = t
-		for _, c := range []struct {
-			name, qtype string
-			want        string
-		}{
-			{"worker-1", "ANY", "NODATA"},
-			{"master-1", "ANY", "NODATA"},
-			{"nope", "ANY", "NXDOMAIN"},
-			{"worker-1", "TYPE65280", "NODATA"},
-			{"master-1", "TYPE65280", "NODATA"},
-			{"nope", "TYPE65280", "NXDOMAIN"},
-			{"worker-1", "TYPE0", "NODATA"},
-			{"worker-1", "MX", "NODATA"},
-		} {
-			for _, transport := range []string{"+notcp", "+tcp"} {
-				r := harness.Dig(t, srv.DNSAddr, c.name, c.qtype, transport)
-				if err := matchAnswer(r, c.qtype, []string{c.want}); err != nil {
-					t.Errorf("%s %s %s: %v", c.name, c.qtype, transport, err)
-				}
-				if !r.HasFlag("aa") || r.HasFlag("tc") {
-					t.Errorf("%s %s %s: flags %v, want aa and no tc", c.name, c.qtype, transport, r.Flags)
-				}
-			}
-			p.alive(c.name + " " + c.qtype)
-		}
-	})
-
-	t.Run("longest names and labels", func(t *testing.T) {
-		p.t = t
-		if n := len(badPacked(new(dns.Msg).SetQuestion(badMaxName+".", dns.TypeA))) - 12 - 4; n != 255 {
-			t.Fatalf("badMaxName is %d bytes on the wire, want 255", n)
-		}
-		for _, c := range []struct{ name, ip string }{
-			{badLabel63, "10.7.0.63"},
-			{strings.ToUpper(badLabel63), "10.7.0.63"},
-			{badMaxName, "10.7.2.55"},
-			{strings.ToUpper(badMaxName[:100]) + badMaxName[100:], "10.7.2.55"},
-		} {
-			for _, transport := range []string{"+notcp", "+tcp"} {
-				r := harness.Dig(t, srv.DNSAddr, c.name, "A", transport)
-				if err := matchAnswer(r, "A", []string{c.ip}); err != nil {
-					t.Errorf("%.20s... %s: %v", c.name, transport, err)
-				} else if r.Answers[0].Name != c.name+"." {
-					t.Errorf("answer owner %q, want the asker's %q", r.Answers[0].Name, c.name+".")
-				}
-				p.alive("a long name")
-			}
-		}
-		// PTR of the long names' addresses.
-		r := harness.Dig(t, srv.DNSAddr, "55.2.7.10.in-addr.arpa.", "PTR")
-		if err := matchAnswer(r, "PTR", []string{badMaxName + "."}); err != nil {
-			t.Error(err)
-		}
-	})
-
-	t.Run("case is kept", func(t *testing.T) {
-		p.t = t
-		for _, name := range []string{"WORKER-1", "WoRkEr-1", "worker-1", "wOrKeR-1."} {
-			r := harness.Dig(t, srv.DNSAddr, name, "A")
-			if err := matchAnswer(r, "A", []string{badTunnelIP}); err != nil {
-				t.Errorf("%s: %v", name, err)
-			} else if want := strings.TrimSuffix(name, ".") + "."; r.Answers[0].Name != want {
-				t.Errorf("answer owner %q, want the asker's %q", r.Answers[0].Name, want)
-			}
-		}
-		// The question section comes back as asked, too (dig does not show it parsed).
-		q := new(dns.Msg).SetQuestion("MaStEr-1.", dns.TypeAAAA)
-		m, err := dns.Exchange(q, srv.DNSAddr)
+		conn.Close()
+		p.alive(c.name)
+	}
+	// Several queries in one write are answered in order.
+	conn, err := net.Dial("tcp", srv.DNSAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var burst []byte
+	var queries []*dns.Msg
+	for range 20 {
+		q := p.checkQuery()
+		queries = append(queries, q)
+		burst = badCat(burst, binary.BigEndian.AppendUint16(nil, uint16(len(badPacked(q)))), badPacked(q))
+	}
+	p.tcp++
+	if _, err := conn.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queries {
+		m, err := badReadFrame(conn, 5*time.Second)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("pipelined queries: %v", err)
 		}
-		if m.Question[0].Name != "MaStEr-1." || len(m.Answer) != 1 || m.Answer[0].Header().Name != "MaStEr-1." {
-			t.Errorf("question and answer must keep the asker's case: %v", m)
+		if err := badCheckReply(q, m); err != nil {
+			t.Errorf("pipelined queries, in order: %v", err)
 		}
-		p.alive("mixed case")
-	})
+	}
+}
 
-	t.Run("thousands of addresses", func(t *testing.T) {
-		p.t = t
-		// Question "many-5000." is 10+4 bytes; each A record 16 bytes (a
-		// 2-byte pointer to the question name, 10 bytes of type, class, TTL
-		// and length, 4 of address); an OPT record with no options 11 bytes.
-		fit := func(size int, edns bool) int {
-			size -= 12 + 14
-			if edns {
-				size -= 11
+// TestBadInputDNSRandomPackets sends random and mutated packets, each with
+// its predicted response (mostly CoreDNS's server code and miekg/dns).
+func TestBadInputDNSRandomPackets(t *testing.T) {
+	f := badDNS.get(t)
+	p, recs := f.prober(t), f.recs
+	const perKind = 100
+	seeds := [][]byte{
+		badPacked(new(dns.Msg).SetQuestion(badCheckName, dns.TypeA)),
+		badPacked(new(dns.Msg).SetQuestion("MASTER-1.", dns.TypeAAAA)),
+		badPacked(new(dns.Msg).SetQuestion(badMaxName+".", dns.TypeA)),
+		badPacked(new(dns.Msg).SetQuestion("many-5000.", dns.TypeA).SetEdns0(1232, true)),
+		badPacked(new(dns.Msg).SetQuestion("10.0.168.192.in-addr.arpa.", dns.TypePTR)),
+		badPacked(new(dns.Msg).SetQuestion("nope.", dns.TypeANY)),
+	}
+	gen := []struct {
+		kind string
+		make func() []byte
+	}{
+		{"random bytes", func() []byte {
+			b := make([]byte, p.rng.IntN(600))
+			for i := range b {
+				b[i] = byte(p.rng.Uint32())
 			}
-			return size / 16
+			return b
+		}},
+		{"valid header, random rest", func() []byte {
+			b := badHeader{uint16(p.rng.Uint32()), uint16(p.rng.IntN(2)) << 8, 1, uint16(p.rng.IntN(2)), uint16(p.rng.IntN(2)), uint16(p.rng.IntN(3))}.wire()
+			for range p.rng.IntN(300) {
+				b = append(b, byte(p.rng.Uint32()))
+			}
+			return b
+		}},
+		{"mutated query", func() []byte {
+			b := append([]byte{}, seeds[p.rng.IntN(len(seeds))]...)
+			switch p.rng.IntN(3) {
+			case 0: // flip bits
+				for range 1 + p.rng.IntN(4) {
+					b[p.rng.IntN(len(b))] ^= 1 << p.rng.IntN(8)
+				}
+			case 1: // overwrite bytes after the ID
+				for range 1 + p.rng.IntN(4) {
+					b[2+p.rng.IntN(len(b)-2)] = byte(p.rng.Uint32())
+				}
+			default: // cut short
+				b = b[:p.rng.IntN(len(b))]
+			}
+			return b
+		}},
+	}
+	outcomes := map[string]int{}
+	for _, g := range gen {
+		for i := range perKind {
+			for _, tcp := range []bool{false, true} {
+				pkt := g.make()
+				want := recs.predict(pkt)
+				outcomes[want.String()]++
+				name := fmt.Sprintf("%s #%d (%x)", g.kind, i, pkt)
+				send := p.sendUDP
+				if tcp {
+					send = p.sendTCP
+				}
+				if err := send(name, pkt, want); err != nil {
+					t.Error(err)
+				}
+			}
+			if i%10 == 9 {
+				p.alive(g.kind)
+			}
 		}
-		for _, c := range []struct {
-			name    string
-			args    []string
-			answers int
-			tc      bool
-			limit   int
-		}{
-			{"many-5000", []string{"+noedns", "+ignore"}, fit(512, false), true, 512},
-			{"many-5000", []string{"+bufsize=1232", "+ignore"}, fit(1232, true), true, 1232},
-			{"many-5000", []string{"+bufsize=4096", "+ignore"}, fit(4096, true), true, 4096},
-			{"many-5000", []string{"+bufsize=16384", "+ignore"}, fit(16384, true), true, 16384},
-			{"many-5000", []string{"+tcp", "+noedns"}, fit(65535, false), true, 65535},
-			{"many-5000", []string{"+tcp"}, fit(65535, true), true, 65535},
-			{"many-4000", []string{"+tcp"}, 4000, false, 65535},
-			{"many-4000", []string{"+tcp", "+noedns"}, 4000, false, 65535},
-			{"many-4000", []string{"+bufsize=1232", "+ignore"}, fit(1232, true), true, 1232},
-			{"many-4000", []string{"+noedns", "+ignore"}, fit(512, false), true, 512},
-		} {
-			label := c.name + " " + strings.Join(c.args, " ")
-			r := harness.Dig(t, srv.DNSAddr, c.name, "A", append(c.args, "+stats")...)
-			if r.Status != "NOERROR" || len(r.Answers) != c.answers || r.HasFlag("tc") != c.tc || !r.HasFlag("aa") {
-				t.Errorf("%s: got %s flags %v with %d answers, want NOERROR aa tc=%v with %d answers",
-					label, r.Status, r.Flags, len(r.Answers), c.tc, c.answers)
-			}
-			if size := badMsgSize(t, r.Raw); size > c.limit {
-				t.Errorf("%s: reply of %d bytes, over the client's %d", label, size, c.limit)
-			}
-			p.alive(label)
-		}
-		t.Logf("answers that fit: UDP 512 %d, EDNS 1232 %d, TCP %d", fit(512, false), fit(1232, true), fit(65535, false))
+	}
+	t.Logf("random packets by defined response: %v", outcomes)
+}
 
-		// 65,507 bytes, the largest UDP payload over IPv4 (dig's UDP receive
-		// buffer is smaller than that, so this one uses miekg/dns).
-		udp := &dns.Client{UDPSize: 65535, Timeout: 5 * time.Second}
-		q := new(dns.Msg).SetQuestion("many-5000.", dns.TypeA).SetEdns0(65507, false)
-		if m, _, err := udp.Exchange(q, srv.DNSAddr); err != nil {
-			t.Errorf("EDNS 65507 over UDP: %v", err)
-		} else if m.Compress = true; len(m.Answer) != fit(65507, true) || !m.Truncated || !m.Authoritative || m.Len() > 65507 {
-			t.Errorf("EDNS 65507 over UDP: %d answers, tc %v, aa %v, %d bytes; want %d answers, tc, aa, at most 65507 bytes",
-				len(m.Answer), m.Truncated, m.Authoritative, m.Len(), fit(65507, true))
+// TestBadInputDNSAnyAndUnknownTypes: yurthosts answers ANY and unknown types
+// of an existing name with NODATA, of an unknown one with NXDOMAIN.
+func TestBadInputDNSAnyAndUnknownTypes(t *testing.T) {
+	f := badDNS.get(t)
+	p, srv := f.prober(t), f.srv
+	for _, c := range []struct {
+		name, qtype string
+		want        string
+	}{
+		{"worker-1", "ANY", "NODATA"},
+		{"master-1", "ANY", "NODATA"},
+		{"nope", "ANY", "NXDOMAIN"},
+		{"worker-1", "TYPE65280", "NODATA"},
+		{"master-1", "TYPE65280", "NODATA"},
+		{"nope", "TYPE65280", "NXDOMAIN"},
+		{"worker-1", "TYPE0", "NODATA"},
+		{"worker-1", "MX", "NODATA"},
+	} {
+		for _, transport := range []string{"+notcp", "+tcp"} {
+			r := harness.Dig(t, srv.DNSAddr, c.name, c.qtype, transport)
+			if err := matchAnswer(r, c.qtype, []string{c.want}); err != nil {
+				t.Errorf("%s %s %s: %v", c.name, c.qtype, transport, err)
+			}
+			if !r.HasFlag("aa") || r.HasFlag("tc") {
+				t.Errorf("%s %s %s: flags %v, want aa and no tc", c.name, c.qtype, transport, r.Flags)
+			}
 		}
-		p.alive("EDNS 65507 over UDP")
+		p.alive(c.name + " " + c.qtype)
+	}
+}
 
-		// The documented limit (README "Limits"): CoreDNS truncates to the
-		// client's EDNS size as given, and a UDP datagram cannot carry more
-		// than 65,507 bytes, so a client advertising more gets no UDP reply
-		// for an answer that does not fit in a datagram (the bufsize plugin
-		// caps what clients advertise). The server carries on; TCP answers.
-		q = new(dns.Msg).SetQuestion("many-5000.", dns.TypeA).SetEdns0(65535, false)
-		c := &dns.Client{UDPSize: 65535, Timeout: time.Second}
-		if m, _, err := c.Exchange(q, srv.DNSAddr); !badIsTimeout(err) {
-			t.Errorf("EDNS 65535 over UDP: want no reply (the documented limit), got %v %v", m, err)
+// TestBadInputDNSLongestNames: yurthosts answers the longest label and name
+// DNS allows, in the asker's spelling, and their PTR.
+func TestBadInputDNSLongestNames(t *testing.T) {
+	f := badDNS.get(t)
+	p, srv := f.prober(t), f.srv
+	if n := len(badPacked(new(dns.Msg).SetQuestion(badMaxName+".", dns.TypeA))) - 12 - 4; n != 255 {
+		t.Fatalf("badMaxName is %d bytes on the wire, want 255", n)
+	}
+	for _, c := range []struct{ name, ip string }{
+		{badLabel63, "10.7.0.63"},
+		{strings.ToUpper(badLabel63), "10.7.0.63"},
+		{badMaxName, "10.7.2.55"},
+		{strings.ToUpper(badMaxName[:100]) + badMaxName[100:], "10.7.2.55"},
+	} {
+		for _, transport := range []string{"+notcp", "+tcp"} {
+			r := harness.Dig(t, srv.DNSAddr, c.name, "A", transport)
+			if err := matchAnswer(r, "A", []string{c.ip}); err != nil {
+				t.Errorf("%.20s... %s: %v", c.name, transport, err)
+			} else if r.Answers[0].Name != c.name+"." {
+				t.Errorf("answer owner %q, want the asker's %q", r.Answers[0].Name, c.name+".")
+			}
+			p.alive("a long name")
 		}
-		p.alive("EDNS 65535 over UDP")
-		c.Net = "tcp"
-		m, _, err := c.Exchange(q, srv.DNSAddr)
-		if err != nil || len(m.Answer) != fit(65535, true) || !m.Truncated {
-			t.Errorf("EDNS 65535 over TCP: want %d answers with TC, got %v", fit(65535, true), err)
+	}
+	// PTR of the long names' addresses.
+	r := harness.Dig(t, srv.DNSAddr, "55.2.7.10.in-addr.arpa.", "PTR")
+	if err := matchAnswer(r, "PTR", []string{badMaxName + "."}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestBadInputDNSCaseIsKept: yurthosts answers any spelling, keeping the
+// asker's case in the question and the answer.
+func TestBadInputDNSCaseIsKept(t *testing.T) {
+	f := badDNS.get(t)
+	p, srv := f.prober(t), f.srv
+	for _, name := range []string{"WORKER-1", "WoRkEr-1", "worker-1", "wOrKeR-1."} {
+		r := harness.Dig(t, srv.DNSAddr, name, "A")
+		if err := matchAnswer(r, "A", []string{badTunnelIP}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else if want := strings.TrimSuffix(name, ".") + "."; r.Answers[0].Name != want {
+			t.Errorf("answer owner %q, want the asker's %q", r.Answers[0].Name, want)
 		}
-		// The documented remedy: bufsize caps what clients advertise.
-		capped := harness.StartCoreDNS(t, cp.Kubeconfig, `.:{{.DNSPort}} {
+	}
+	// The question section comes back as asked, too (dig does not show it parsed).
+	q := new(dns.Msg).SetQuestion("MaStEr-1.", dns.TypeAAAA)
+	m, err := dns.Exchange(q, srv.DNSAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Question[0].Name != "MaStEr-1." || len(m.Answer) != 1 || m.Answer[0].Header().Name != "MaStEr-1." {
+		t.Errorf("question and answer must keep the asker's case: %v", m)
+	}
+	p.alive("mixed case")
+}
+
+// TestBadInputDNSThousandsOfAddresses: names with thousands of addresses are
+// truncated to the client's buffer with TC set (the server's truncation of
+// yurthosts' answers).
+func TestBadInputDNSThousandsOfAddresses(t *testing.T) {
+	f := badDNS.get(t)
+	p, srv, cp := f.prober(t), f.srv, f.cp
+	// Question "many-5000." is 10+4 bytes; each A record 16 bytes (a
+	// 2-byte pointer to the question name, 10 bytes of type, class, TTL
+	// and length, 4 of address); an OPT record with no options 11 bytes.
+	fit := func(size int, edns bool) int {
+		size -= 12 + 14
+		if edns {
+			size -= 11
+		}
+		return size / 16
+	}
+	for _, c := range []struct {
+		name    string
+		args    []string
+		answers int
+		tc      bool
+		limit   int
+	}{
+		{"many-5000", []string{"+noedns", "+ignore"}, fit(512, false), true, 512},
+		{"many-5000", []string{"+bufsize=1232", "+ignore"}, fit(1232, true), true, 1232},
+		{"many-5000", []string{"+bufsize=4096", "+ignore"}, fit(4096, true), true, 4096},
+		{"many-5000", []string{"+bufsize=16384", "+ignore"}, fit(16384, true), true, 16384},
+		{"many-5000", []string{"+tcp", "+noedns"}, fit(65535, false), true, 65535},
+		{"many-5000", []string{"+tcp"}, fit(65535, true), true, 65535},
+		{"many-4000", []string{"+tcp"}, 4000, false, 65535},
+		{"many-4000", []string{"+tcp", "+noedns"}, 4000, false, 65535},
+		{"many-4000", []string{"+bufsize=1232", "+ignore"}, fit(1232, true), true, 1232},
+		{"many-4000", []string{"+noedns", "+ignore"}, fit(512, false), true, 512},
+	} {
+		label := c.name + " " + strings.Join(c.args, " ")
+		r := harness.Dig(t, srv.DNSAddr, c.name, "A", append(c.args, "+stats")...)
+		if r.Status != "NOERROR" || len(r.Answers) != c.answers || r.HasFlag("tc") != c.tc || !r.HasFlag("aa") {
+			t.Errorf("%s: got %s flags %v with %d answers, want NOERROR aa tc=%v with %d answers",
+				label, r.Status, r.Flags, len(r.Answers), c.tc, c.answers)
+		}
+		if size := badMsgSize(t, r.Raw); size > c.limit {
+			t.Errorf("%s: reply of %d bytes, over the client's %d", label, size, c.limit)
+		}
+		p.alive(label)
+	}
+	t.Logf("answers that fit: UDP 512 %d, EDNS 1232 %d, TCP %d", fit(512, false), fit(1232, true), fit(65535, false))
+
+	// 65,507 bytes, the largest UDP payload over IPv4 (dig's UDP receive
+	// buffer is smaller than that, so this one uses miekg/dns).
+	udp := &dns.Client{UDPSize: 65535, Timeout: 5 * time.Second}
+	q := new(dns.Msg).SetQuestion("many-5000.", dns.TypeA).SetEdns0(65507, false)
+	if m, _, err := udp.Exchange(q, srv.DNSAddr); err != nil {
+		t.Errorf("EDNS 65507 over UDP: %v", err)
+	} else if m.Compress = true; len(m.Answer) != fit(65507, true) || !m.Truncated || !m.Authoritative || m.Len() > 65507 {
+		t.Errorf("EDNS 65507 over UDP: %d answers, tc %v, aa %v, %d bytes; want %d answers, tc, aa, at most 65507 bytes",
+			len(m.Answer), m.Truncated, m.Authoritative, m.Len(), fit(65507, true))
+	}
+	p.alive("EDNS 65507 over UDP")
+
+	// The documented limit (README "Limits"): CoreDNS truncates to the
+	// client's EDNS size as given, and a UDP datagram cannot carry more
+	// than 65,507 bytes, so a client advertising more gets no UDP reply
+	// for an answer that does not fit in a datagram (the bufsize plugin
+	// caps what clients advertise). The server carries on; TCP answers.
+	q = new(dns.Msg).SetQuestion("many-5000.", dns.TypeA).SetEdns0(65535, false)
+	c := &dns.Client{UDPSize: 65535, Timeout: time.Second}
+	if m, _, err := c.Exchange(q, srv.DNSAddr); !badIsTimeout(err) {
+		t.Errorf("EDNS 65535 over UDP: want no reply (the documented limit), got %v %v", m, err)
+	}
+	p.alive("EDNS 65535 over UDP")
+	c.Net = "tcp"
+	m, _, err := c.Exchange(q, srv.DNSAddr)
+	if err != nil || len(m.Answer) != fit(65535, true) || !m.Truncated {
+		t.Errorf("EDNS 65535 over TCP: want %d answers with TC, got %v", fit(65535, true), err)
+	}
+	// The documented remedy: bufsize caps what clients advertise.
+	capped := harness.StartCoreDNS(t, cp.Kubeconfig, `.:{{.DNSPort}} {
     bind 127.0.0.1
     ready {{.ReadyAddr}}
     bufsize 1232
@@ -841,27 +893,30 @@ func TestBadInputDNS(t *testing.T) {
     }
 }
 `)
-		c.Net = "udp"
-		m, _, err = c.Exchange(q, capped.DNSAddr)
-		if err != nil || len(m.Answer) != fit(1232, true) || !m.Truncated {
-			t.Errorf("EDNS 65535 over UDP with bufsize 1232: want %d answers with TC, got %v", fit(1232, true), err)
-		}
-	})
+	c.Net = "udp"
+	m, _, err = c.Exchange(q, capped.DNSAddr)
+	if err != nil || len(m.Answer) != fit(1232, true) || !m.Truncated {
+		t.Errorf("EDNS 65535 over UDP with bufsize 1232: want %d answers with TC, got %v", fit(1232, true), err)
+	}
+}
 
-	t.Run("no crash", func(t *testing.T) {
-		p.t = t
-		if got := harness.Metric(t, srv.MetricsURL, "coredns_panics_total"); got != 0 {
-			t.Errorf("coredns_panics_total = %v, want 0", got)
-		}
-		if strings.Contains(srv.Output(), "panic") {
-			t.Errorf("the server logged a panic:\n%s", srv.Output())
-		}
-		if srv.Exited() {
-			t.Fatal("coredns-yurt exited")
-		}
-		t.Logf("bad packets sent: %d over UDP, %d over TCP; %d correct queries answered in between, %d dig checks",
-			p.udp, p.tcp, p.checks, p.digs)
-	})
+// TestBadInputDNSNoCrash: after all of the above, no panic was counted or
+// logged and the server still runs.
+func TestBadInputDNSNoCrash(t *testing.T) {
+	f := badDNS.get(t)
+	t.Cleanup(badDNS.close) // the last of them
+	p, srv := f.prober(t), f.srv
+	if got := harness.Metric(t, srv.MetricsURL, "coredns_panics_total"); got != 0 {
+		t.Errorf("coredns_panics_total = %v, want 0", got)
+	}
+	if strings.Contains(srv.Output(), "panic") {
+		t.Errorf("the server logged a panic:\n%s", srv.Output())
+	}
+	if srv.Exited() {
+		t.Fatal("coredns-yurt exited")
+	}
+	t.Logf("bad packets sent: %d over UDP, %d over TCP; %d correct queries answered in between, %d dig checks",
+		p.udp, p.tcp, p.checks, p.digs)
 }
 
 var badMsgSizeRE = regexp.MustCompile(`MSG SIZE\s+rcvd: (\d+)`)

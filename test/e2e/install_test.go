@@ -16,7 +16,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 const fixtures = "../testdata/kubeadm"
@@ -144,26 +146,25 @@ func diffSnapshots(a, b map[string]string) []string {
 func (k *kubeadmCluster) resourceVersions(t *testing.T) map[string]string {
 	ctx := context.Background()
 	rv := map[string]string{}
-	cms, _ := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
-	for _, o := range cms.Items {
-		rv["cm/"+o.Name] = o.ResourceVersion
+	put := func(prefix string, list runtime.Object) {
+		items, _ := meta.ExtractList(list)
+		for _, o := range items {
+			if m, err := meta.Accessor(o); err == nil {
+				rv[prefix+m.GetName()] = m.GetResourceVersion()
+			}
+		}
 	}
-	svcs, _ := k.Client.CoreV1().Services(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
-	for _, o := range svcs.Items {
-		rv["svc/"+o.Name] = o.ResourceVersion
-	}
-	deps, _ := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
-	for _, o := range deps.Items {
-		rv["deploy/"+o.Name] = o.ResourceVersion
-	}
-	dss, _ := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
-	for _, o := range dss.Items {
-		rv["ds/"+o.Name] = o.ResourceVersion
-	}
-	roles, _ := k.Client.RbacV1().Roles(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
-	for _, o := range roles.Items {
-		rv["role/"+o.Name] = o.ResourceVersion
-	}
+	ns, opts := tunnelnodes.Namespace, metav1.ListOptions{}
+	cms, _ := k.Client.CoreV1().ConfigMaps(ns).List(ctx, opts)
+	put("cm/", cms)
+	svcs, _ := k.Client.CoreV1().Services(ns).List(ctx, opts)
+	put("svc/", svcs)
+	deps, _ := k.Client.AppsV1().Deployments(ns).List(ctx, opts)
+	put("deploy/", deps)
+	dss, _ := k.Client.AppsV1().DaemonSets(ns).List(ctx, opts)
+	put("ds/", dss)
+	roles, _ := k.Client.RbacV1().Roles(ns).List(ctx, opts)
+	put("role/", roles)
 	return rv
 }
 

@@ -403,7 +403,7 @@ func syncTable(sa, secret string) []access {
 }
 
 // serviceAccountOf returns the ServiceAccount of the workload kind renders in dir.
-func serviceAccountOf(t *testing.T, dir, kind string) string {
+func serviceAccountOf(t harness.TB, dir, kind string) string {
 	t.Helper()
 	objs, err := deploy.Render(dir)
 	if err != nil {
@@ -425,7 +425,7 @@ func serviceAccountOf(t *testing.T, dir, kind string) string {
 // applyRBAC applies what install's rbac and sync steps apply (the sync
 // Deployment only as a dry run: envtest runs no pods), labelled as install
 // labels what it creates, so `install --dry-run` later sees them as its own.
-func applyRBAC(t *testing.T, cp *harness.ControlPlane) {
+func applyRBAC(t harness.TB, cp *harness.ControlPlane) {
 	t.Helper()
 	for _, dir := range []string{deploy.CoreDNSRBAC, deploy.TunnelNodesSync} {
 		objs, err := deploy.Render(dir)
@@ -449,29 +449,11 @@ func applyRBAC(t *testing.T, cp *harness.ControlPlane) {
 	}
 }
 
-// waitRecords waits for the exact records text the sync must write.
-func waitRecords(t *testing.T, cp *harness.ControlPlane, lines ...string) {
-	t.Helper()
-	want := strings.Join(lines, "\n")
-	harness.Eventually(t, 15*time.Second, func() error {
-		if got := records(t, cp, tunnelnodes.ConfigMapName); got != want {
-			return fmt.Errorf("records:\n%s\nwant:\n%s", got, want)
-		}
-		return nil
-	})
-}
-
 // waitAnswer waits until every server answers name A with exactly want.
 func waitAnswer(t *testing.T, name, want string, servers ...*harness.CoreDNS) {
 	t.Helper()
 	for _, s := range servers {
-		harness.Eventually(t, 10*time.Second, func() error {
-			r, err := harness.DigErr(s.DNSAddr, name, "A")
-			if err != nil {
-				return err
-			}
-			return matchAnswer(r, "A", []string{want})
-		})
+		expectAnswer(t, 10*time.Second, s.DNSAddr, name, "A", want)
 	}
 }
 
@@ -594,75 +576,120 @@ func (s leakScanner) scan(out string) []string {
 	return leaks
 }
 
-// TestLeastPrivilege applies deploy/'s RBAC to the real apiserver and checks
-// both identities with a table of real requests made through impersonation
-// (allowed and Forbidden, exactly), runs the real binaries with those
-// identities' credentials (a ServiceAccount token from the TokenRequest API,
-// and a client certificate) and checks they do their whole job with them,
-// then checks no process printed a credential or a Secret at -v=10.
-func TestLeastPrivilege(t *testing.T) {
-	start, last := time.Now(), time.Now()
-	phase := func(done string) {
-		t.Logf("%6.1fs %s", time.Since(last).Seconds(), done)
-		last = time.Now()
-	}
+// The TestLeastPrivilege* tests apply deploy/'s RBAC to the real apiserver
+// and check both identities with a table of real requests made through
+// impersonation (allowed and Forbidden, exactly), run the real binaries with
+// those identities' credentials (a ServiceAccount token from the
+// TokenRequest API, and a client certificate) and check they do their whole
+// job with them, then check no process printed a credential or a Secret at
+// -v=10. They share one cluster (leastPrivilege), in the order they are
+// declared: the last one scans the output of every process the others ran.
+
+// logged is a process whose output is scanned for credentials.
+type logged struct {
+	what string
+	p    *harness.Process
+}
+
+// leastPrivilegeFixture is the cluster, the credentials and the processes
+// the TestLeastPrivilege* tests share.
+type leastPrivilegeFixture struct {
+	start                   time.Time
+	cp                      *harness.ControlPlane
+	corednsSA, syncSA       string
+	secretName              string
+	secretValue             string
+	syncToken, syncCert     string // kubeconfigs
+	corednsToken            string
+	corednsCert             string
+	installerToken          string
+	syncTokenValue          string
+	corednsTokenValue       string
+	installerTokenValue     string
+	syncByToken, syncByCert *harness.Sync
+	dnsByCert, dnsByToken   *harness.CoreDNS
+	processes               []logged // every process, for the log scan
+	counts                  []string // the RBAC tables' tallies
+}
+
+// leastPrivilege builds a kubeadm-shaped cluster with deploy/'s RBAC and
+// the credentials of each identity, and starts the sync with its
+// ServiceAccount's token, alone (so it is the one writing), then
+// coredns-yurt with CoreDNS's ServiceAccount by client certificate and by
+// token, then a standby sync with the ServiceAccount's client certificate.
+var leastPrivilege = &shared[*leastPrivilegeFixture]{build: func(tb harness.TB) *leastPrivilegeFixture {
+	start := time.Now()
 	ctx := context.Background()
-	cp := harness.Start(t, harness.Options{})
+	cp := harness.Start(tb, harness.Options{})
 	ns := tunnelnodes.Namespace
-	corednsSA := serviceAccountOf(t, deploy.CoreDNSYurt, "DaemonSet")
-	syncSA := serviceAccountOf(t, deploy.TunnelNodesSync, "Deployment")
+	corednsSA := serviceAccountOf(tb, deploy.CoreDNSYurt, "DaemonSet")
+	syncSA := serviceAccountOf(tb, deploy.TunnelNodesSync, "Deployment")
 
 	// A kubeadm-shaped cluster (CoreDNS's ServiceAccount comes from it),
 	// the tunnel Service, a server config with one bad entry, two nodes, a
 	// Secret with a known value, another component's Lease.
-	cp.CreateFromFile(t, filepath.Join(fixtures, "coredns.yaml"))
-	cp.CreateFromFile(t, filepath.Join(fixtures, "kube-proxy.yaml"))
-	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
-	cp.ApplyConfigMap(t, harness.ServerConfig(map[string]string{tunnelnodes.HTTPSProxyPortsKey: "9100,bogus"}))
-	cp.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "192.168.0.21", Edge: true})
-	cp.CreateNode(t, harness.Node{Name: "master-1", InternalIP: "192.168.0.10"})
+	cp.CreateFromFile(tb, filepath.Join(fixtures, "coredns.yaml"))
+	cp.CreateFromFile(tb, filepath.Join(fixtures, "kube-proxy.yaml"))
+	cp.CreateService(tb, harness.TunnelService("10.96.0.9"))
+	cp.ApplyConfigMap(tb, harness.ServerConfig(map[string]string{tunnelnodes.HTTPSProxyPortsKey: "9100,bogus"}))
+	cp.CreateNode(tb, harness.Node{Name: "worker-1", InternalIP: "192.168.0.21", Edge: true})
+	cp.CreateNode(tb, harness.Node{Name: "master-1", InternalIP: "192.168.0.10"})
 	random := make([]byte, 24)
 	if _, err := rand.Read(random); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	secretValue := "yurtdns-secret-" + hex.EncodeToString(random)
 	secretName := "yurtdns-probe-secret"
 	if _, err := cp.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName},
 		StringData: map[string]string{"password": secretValue}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if _, err := cp.Client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kube-scheduler"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	phase("control plane and fixtures")
-	applyRBAC(t, cp)
+	applyRBAC(tb, cp)
 
 	// Credentials: a bearer token from the TokenRequest API and a client
 	// certificate for each identity; an installer (cluster-admin) token.
-	syncToken, syncTokenValue := cp.ServiceAccountTokenKubeconfig(t, ns, syncSA)
-	syncCert := cp.ServiceAccountKubeconfig(t, ns, syncSA)
-	corednsToken, corednsTokenValue := cp.ServiceAccountTokenKubeconfig(t, ns, corednsSA)
-	corednsCert := cp.ServiceAccountKubeconfig(t, ns, corednsSA)
-	installerToken, installerTokenValue := cp.ServiceAccountTokenKubeconfig(t, ns, "yurtdns-installer")
+	syncToken, syncTokenValue := cp.ServiceAccountTokenKubeconfig(tb, ns, syncSA)
+	syncCert := cp.ServiceAccountKubeconfig(tb, ns, syncSA)
+	corednsToken, corednsTokenValue := cp.ServiceAccountTokenKubeconfig(tb, ns, corednsSA)
+	corednsCert := cp.ServiceAccountKubeconfig(tb, ns, corednsSA)
+	installerToken, installerTokenValue := cp.ServiceAccountTokenKubeconfig(tb, ns, "yurtdns-installer")
 	if _, err := cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "yurtdns-installer"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "yurtdns-installer", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 
-	type logged struct {
-		what string
-		p    *harness.Process
-	}
-	var processes []logged
-
-	phase("RBAC applied, credentials issued")
 	// The sync with its ServiceAccount's token, alone (so it is the one
-	// writing): it creates the records ConfigMap and its Lease, writes the
-	// records and the port, and records an event for the bad entry.
-	syncByToken := harness.StartSync(t, syncToken, "-v=10")
-	processes = append(processes, logged{"tunnel-nodes-sync run -v=10 (ServiceAccount token)", syncByToken.Process})
-	waitRecords(t, cp, "10.96.0.9\tworker-1", "192.168.0.10\tmaster-1")
+	// writing): it creates the records ConfigMap and its Lease and writes
+	// the records (TestLeastPrivilegeTokenSync checks the port and events).
+	syncByToken := harness.StartSync(tb, syncToken, "-v=10")
+	expectRecords(tb, 15*time.Second, cp, "10.96.0.9\tworker-1", "192.168.0.10\tmaster-1")
+	// coredns-yurt with CoreDNS's ServiceAccount, once by client
+	// certificate and once by token.
+	dnsByCert := harness.StartCoreDNS(tb, corednsCert, leastPrivilegeCorefile)
+	dnsByToken := harness.StartCoreDNS(tb, corednsToken, leastPrivilegeCorefile)
+	// A standby sync with the ServiceAccount's client certificate.
+	syncByCert := harness.StartSync(tb, syncCert, "-v=10")
+	return &leastPrivilegeFixture{start: start, cp: cp, corednsSA: corednsSA, syncSA: syncSA, secretName: secretName, secretValue: secretValue,
+		syncToken: syncToken, syncCert: syncCert, corednsToken: corednsToken, corednsCert: corednsCert, installerToken: installerToken,
+		syncTokenValue: syncTokenValue, corednsTokenValue: corednsTokenValue, installerTokenValue: installerTokenValue,
+		syncByToken: syncByToken, syncByCert: syncByCert, dnsByCert: dnsByCert, dnsByToken: dnsByToken,
+		processes: []logged{{"tunnel-nodes-sync run -v=10 (ServiceAccount token)", syncByToken.Process},
+			{"coredns-yurt log+debug (client certificate)", dnsByCert.Process},
+			{"coredns-yurt log+debug (ServiceAccount token)", dnsByToken.Process},
+			{"tunnel-nodes-sync run -v=10 (client certificate)", syncByCert.Process}},
+	}
+}}
+
+// TestLeastPrivilegeTokenSync: the sync with its ServiceAccount's token wrote
+// the port (skipping the bad entry) and recorded an event for the bad entry
+// and its leader election.
+func TestLeastPrivilegeTokenSync(t *testing.T) {
+	f := leastPrivilege.get(t)
+	ctx, cp, ns := context.Background(), f.cp, tunnelnodes.Namespace
 	harness.Eventually(t, 10*time.Second, func() error {
 		s, err := cp.Client.CoreV1().Services(ns).Get(ctx, tunnelnodes.ServiceName, metav1.GetOptions{})
 		if err != nil {
@@ -701,77 +728,82 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		return fmt.Errorf("no LeaderElection event on the sync's Lease among %d core events", len(events.Items))
 	})
+}
 
-	phase("token sync wrote records, port, event")
-	// coredns-yurt with CoreDNS's ServiceAccount, once by client
-	// certificate and once by token.
-	dnsByCert := harness.StartCoreDNS(t, corednsCert, leastPrivilegeCorefile)
-	dnsByToken := harness.StartCoreDNS(t, corednsToken, leastPrivilegeCorefile)
-	processes = append(processes, logged{"coredns-yurt log+debug (client certificate)", dnsByCert.Process},
-		logged{"coredns-yurt log+debug (ServiceAccount token)", dnsByToken.Process})
-	waitAnswer(t, "worker-1", "10.96.0.9", dnsByCert, dnsByToken)
-	waitAnswer(t, "master-1", "192.168.0.10", dnsByCert, dnsByToken)
+// TestLeastPrivilegeCoreDNSAnswers: coredns-yurt answers with CoreDNS's
+// ServiceAccount, by client certificate and by token.
+func TestLeastPrivilegeCoreDNSAnswers(t *testing.T) {
+	f := leastPrivilege.get(t)
+	waitAnswer(t, "worker-1", "10.96.0.9", f.dnsByCert, f.dnsByToken)
+	waitAnswer(t, "master-1", "192.168.0.10", f.dnsByCert, f.dnsByToken)
+}
 
-	phase("coredns-yurt answering")
-	// A standby sync with the ServiceAccount's client certificate.
-	syncByCert := harness.StartSync(t, syncCert, "-v=10")
-	processes = append(processes, logged{"tunnel-nodes-sync run -v=10 (client certificate)", syncByCert.Process})
+// TestLeastPrivilegeRBAC: each identity may make exactly the requests of its
+// table.
+func TestLeastPrivilegeRBAC(t *testing.T) {
+	f := leastPrivilege.get(t)
+	cp, corednsSA, syncSA, secretName := f.cp, f.corednsSA, f.syncSA, f.secretName
+	a, n := checkAccess(t, cp, corednsSA, slices.Concat(corednsTable(corednsSA, secretName), stockCoreDNSReads()))
+	f.counts = append(f.counts, fmt.Sprintf("%s (yurtdns Role): %d allowed, %d forbidden", corednsSA, a, n))
+	a, n = checkAccess(t, cp, syncSA, syncTable(syncSA, secretName))
+	f.counts = append(f.counts, fmt.Sprintf("%s: %d allowed, %d forbidden", syncSA, a, n))
+}
 
-	phase("standby sync ready")
-	var counts []string
-	t.Run("rbac", func(t *testing.T) {
-		a, f := checkAccess(t, cp, corednsSA, slices.Concat(corednsTable(corednsSA, secretName), stockCoreDNSReads()))
-		counts = append(counts, fmt.Sprintf("%s (yurtdns Role): %d allowed, %d forbidden", corednsSA, a, f))
-		a, f = checkAccess(t, cp, syncSA, syncTable(syncSA, secretName))
-		counts = append(counts, fmt.Sprintf("%s: %d allowed, %d forbidden", syncSA, a, f))
-	})
-
+// TestLeastPrivilegeFollowsAndFailsOver: the records follow a new node
+// through the token sync into both servers; the token sync steps down and
+// the certificate sync writes the next change.
+func TestLeastPrivilegeFollowsAndFailsOver(t *testing.T) {
+	f := leastPrivilege.get(t)
+	cp, dnsByCert, dnsByToken, syncByToken := f.cp, f.dnsByCert, f.dnsByToken, f.syncByToken
 	// The records follow a new node through the token sync into both servers.
 	cp.CreateNode(t, harness.Node{Name: "worker-2", InternalIP: "192.168.0.22", Edge: true})
-	waitRecords(t, cp, "10.96.0.9\tworker-1", "10.96.0.9\tworker-2", "192.168.0.10\tmaster-1")
+	expectRecords(t, 15*time.Second, cp, "10.96.0.9\tworker-1", "10.96.0.9\tworker-2", "192.168.0.10\tmaster-1")
 	waitAnswer(t, "worker-2", "10.96.0.9", dnsByCert, dnsByToken)
 
-	phase("rbac tables, worker-2 followed")
 	// The token sync steps down (it releases its Lease); the certificate
 	// sync takes over and writes the next change.
 	syncByToken.Stop()
 	cp.CreateNode(t, harness.Node{Name: "master-2", InternalIP: "192.168.0.11"})
-	waitRecords(t, cp, "10.96.0.9\tworker-1", "10.96.0.9\tworker-2", "192.168.0.10\tmaster-1", "192.168.0.11\tmaster-2")
+	expectRecords(t, 15*time.Second, cp, "10.96.0.9\tworker-1", "10.96.0.9\tworker-2", "192.168.0.10\tmaster-1", "192.168.0.11\tmaster-2")
 	waitAnswer(t, "master-2", "192.168.0.11", dnsByCert, dnsByToken)
+}
 
-	phase("failover, master-2 followed")
-	// With kubeadm's stock system:coredns ClusterRole next to yurtdns's Role
-	// (as on a real cluster), CoreDNS's ServiceAccount may also list/watch
-	// services, endpointslices, pods and namespaces cluster-wide and get
-	// nodes, for the kubernetes plugin: legitimate reads, and still no other
-	// ConfigMap, no Secret, no write.
-	t.Run("rbac with stock system:coredns", func(t *testing.T) {
-		role, binding := stockCoreDNSRBAC(corednsSA)
-		if _, err := cp.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		var stock []access
-		for _, r := range stockCoreDNSReads() {
-			r.allowed, r.why = true, "stock system:coredns, for the kubernetes plugin"
-			stock = append(stock, r)
-		}
-		a, f := checkAccess(t, cp, corednsSA, slices.Concat(corednsTable(corednsSA, secretName), stock))
-		counts = append(counts, fmt.Sprintf("%s (yurtdns Role + stock system:coredns): %d allowed, %d forbidden", corednsSA, a, f))
-	})
+// TestLeastPrivilegeRBACWithStockCoreDNS: with kubeadm's stock
+// system:coredns ClusterRole next to yurtdns's Role (as on a real cluster),
+// CoreDNS's ServiceAccount may also list/watch services, endpointslices,
+// pods and namespaces cluster-wide and get nodes, for the kubernetes plugin:
+// legitimate reads, and still no other ConfigMap, no Secret, no write.
+func TestLeastPrivilegeRBACWithStockCoreDNS(t *testing.T) {
+	f := leastPrivilege.get(t)
+	ctx, cp, corednsSA, secretName := context.Background(), f.cp, f.corednsSA, f.secretName
+	role, binding := stockCoreDNSRBAC(corednsSA)
+	if _, err := cp.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var stock []access
+	for _, r := range stockCoreDNSReads() {
+		r.allowed, r.why = true, "stock system:coredns, for the kubernetes plugin"
+		stock = append(stock, r)
+	}
+	a, n := checkAccess(t, cp, corednsSA, slices.Concat(corednsTable(corednsSA, secretName), stock))
+	f.counts = append(f.counts, fmt.Sprintf("%s (yurtdns Role + stock system:coredns): %d allowed, %d forbidden", corednsSA, a, n))
+}
 
-	phase("stock rbac table")
-	// install --dry-run and status at -v=10, with a token and with a client
-	// certificate (the admin's).
+// TestLeastPrivilegeInstallDryRunAndStatus: install --dry-run and status at
+// -v=10, with a token and with a client certificate (the admin's).
+func TestLeastPrivilegeInstallDryRunAndStatus(t *testing.T) {
+	f := leastPrivilege.get(t)
+	cp, installerToken := f.cp, f.installerToken
 	manifests, backups := t.TempDir(), filepath.Join(t.TempDir(), "backup")
-	for _, f := range []string{"kube-apiserver.yaml", "kube-controller-manager.yaml"} {
-		data, err := os.ReadFile(filepath.Join(fixtures, f))
+	for _, file := range []string{"kube-apiserver.yaml", "kube-controller-manager.yaml"} {
+		data, err := os.ReadFile(filepath.Join(fixtures, file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(manifests, f), data, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(manifests, file), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -787,93 +819,98 @@ func TestLeastPrivilege(t *testing.T) {
 			if !strings.Contains(out, "coredns-daemonset") || !strings.Contains(out, "kube-dns-topology") {
 				t.Errorf("%s (%s) did not report the steps:\n%s", strings.Join(cmd, " "), kc.what, out)
 			}
-			processes = append(processes, logged{fmt.Sprintf("tunnel-nodes-sync %s -v=10 (%s)", strings.Join(cmd, " "), kc.what), p})
+			f.processes = append(f.processes, logged{fmt.Sprintf("tunnel-nodes-sync %s -v=10 (%s)", strings.Join(cmd, " "), kc.what), p})
+		}
+	}
+}
+
+// TestLeastPrivilegeNoCredentialsInLogs: no process printed a credential or
+// a Secret at -v=10, and none was refused a request it needs; the last
+// TestLeastPrivilege* test.
+func TestLeastPrivilegeNoCredentialsInLogs(t *testing.T) {
+	f := leastPrivilege.get(t)
+	cp, processes := f.cp, f.processes
+	t.Cleanup(leastPrivilege.close) // the last of them
+	for _, p := range []*harness.Process{f.syncByCert.Process, f.dnsByCert.Process, f.dnsByToken.Process} {
+		p.Stop() // their shutdown logs count too
+	}
+	creds := []credential{
+		tokenCredential("tunnel-nodes-sync ServiceAccount token", f.syncTokenValue),
+		tokenCredential("coredns ServiceAccount token", f.corednsTokenValue),
+		tokenCredential("installer ServiceAccount token", f.installerTokenValue),
+		{what: "Secret value", forms: []string{f.secretValue, base64.StdEncoding.EncodeToString([]byte(f.secretValue))}},
+	}
+	creds = append(creds, clientCertCredentials(t, "tunnel-nodes-sync", f.syncCert)...)
+	creds = append(creds, clientCertCredentials(t, "coredns", f.corednsCert)...)
+	creds = append(creds, clientCertCredentials(t, "admin", cp.Kubeconfig)...)
+	ca := string(cp.Config.CAData)
+	scanner := newLeakScanner(creds, ca, base64.StdEncoding.EncodeToString(cp.Config.CAData))
+	// The scanner finds what it must: a token in a header, a kubeconfig
+	// file, a Secret inside a hex-dumped body, a piece of a key.
+	probes := map[string]string{
+		"a bearer header":                   "Authorization: Bearer " + f.syncTokenValue,
+		"the Secret in a hex-dumped body":   hex.Dump([]byte(`{"data":{"password":"` + f.secretValue + `"}}`)),
+		"the Secret in a base64 JSON value": `"password":"` + base64.StdEncoding.EncodeToString([]byte(f.secretValue)) + `"`,
+	}
+	for what, path := range map[string]string{"the coredns token kubeconfig": f.corednsToken, "the installer token kubeconfig": f.installerToken,
+		"the sync certificate kubeconfig": f.syncCert, "the coredns certificate kubeconfig": f.corednsCert, "the admin kubeconfig": cp.Kubeconfig} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probes[what] = string(data)
+	}
+	for _, c := range creds {
+		form := c.forms[len(c.forms)-1]
+		probes["the middle of the "+c.what] = "x" + form[len(form)/2:len(form)/2+leakWindow] + "x"
+	}
+	for what, probe := range probes {
+		if len(scanner.scan(probe)) == 0 {
+			t.Errorf("the scanner misses %s", what)
 		}
 	}
 
-	phase("install --dry-run and status")
-	t.Run("no credentials or secrets in logs", func(t *testing.T) {
-		for _, p := range []*harness.Process{syncByCert.Process, dnsByCert.Process, dnsByToken.Process} {
-			p.Stop() // their shutdown logs count too
+	total, leaked := 0, 0
+	for _, l := range processes {
+		out := l.p.Output()
+		total += len(out)
+		if leaks := scanner.scan(out); len(leaks) > 0 {
+			leaked += len(leaks)
+			t.Errorf("%s printed: %s", l.what, strings.Join(leaks, ", "))
 		}
-		creds := []credential{
-			tokenCredential("tunnel-nodes-sync ServiceAccount token", syncTokenValue),
-			tokenCredential("coredns ServiceAccount token", corednsTokenValue),
-			tokenCredential("installer ServiceAccount token", installerTokenValue),
-			{what: "Secret value", forms: []string{secretValue, base64.StdEncoding.EncodeToString([]byte(secretValue))}},
-		}
-		creds = append(creds, clientCertCredentials(t, "tunnel-nodes-sync", syncCert)...)
-		creds = append(creds, clientCertCredentials(t, "coredns", corednsCert)...)
-		creds = append(creds, clientCertCredentials(t, "admin", cp.Kubeconfig)...)
-		ca := string(cp.Config.CAData)
-		scanner := newLeakScanner(creds, ca, base64.StdEncoding.EncodeToString(cp.Config.CAData))
-		// The scanner finds what it must: a token in a header, a kubeconfig
-		// file, a Secret inside a hex-dumped body, a piece of a key.
-		probes := map[string]string{
-			"a bearer header":                   "Authorization: Bearer " + syncTokenValue,
-			"the Secret in a hex-dumped body":   hex.Dump([]byte(`{"data":{"password":"` + secretValue + `"}}`)),
-			"the Secret in a base64 JSON value": `"password":"` + base64.StdEncoding.EncodeToString([]byte(secretValue)) + `"`,
-		}
-		for what, path := range map[string]string{"the coredns token kubeconfig": corednsToken, "the installer token kubeconfig": installerToken,
-			"the sync certificate kubeconfig": syncCert, "the coredns certificate kubeconfig": corednsCert, "the admin kubeconfig": cp.Kubeconfig} {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			probes[what] = string(data)
-		}
-		for _, c := range creds {
-			f := c.forms[len(c.forms)-1]
-			probes["the middle of the "+c.what] = "x" + f[len(f)/2:len(f)/2+leakWindow] + "x"
-		}
-		for what, probe := range probes {
-			if len(scanner.scan(probe)) == 0 {
-				t.Errorf("the scanner misses %s", what)
+		var refused []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(strings.ToLower(line), "forbidden") && len(refused) < 5 {
+				refused = append(refused, line)
 			}
 		}
-
-		total, leaked := 0, 0
-		for _, l := range processes {
-			out := l.p.Output()
-			total += len(out)
-			if leaks := scanner.scan(out); len(leaks) > 0 {
-				leaked += len(leaks)
-				t.Errorf("%s printed: %s", l.what, strings.Join(leaks, ", "))
+		if len(refused) > 0 {
+			t.Errorf("%s was refused a request it needs:\n%s", l.what, strings.Join(refused, "\n"))
+		}
+	}
+	// The verbosity took effect: client-go printed the requests, with the
+	// Authorization header masked.
+	for _, l := range processes {
+		out := l.p.Output()
+		switch {
+		case strings.HasPrefix(l.what, "coredns-yurt"):
+			if !strings.Contains(out, `"A IN worker-1. udp`) {
+				t.Errorf("%s: the log plugin logged no query", l.what)
 			}
-			var refused []string
-			for _, line := range strings.Split(out, "\n") {
-				if strings.Contains(strings.ToLower(line), "forbidden") && len(refused) < 5 {
-					refused = append(refused, line)
-				}
+		case strings.Contains(l.what, "token"):
+			if !strings.Contains(out, "Authorization: Bearer <masked>") {
+				t.Errorf("%s: no request logged at -v=10 with the bearer token masked", l.what)
 			}
-			if len(refused) > 0 {
-				t.Errorf("%s was refused a request it needs:\n%s", l.what, strings.Join(refused, "\n"))
+		default:
+			if !strings.Contains(out, "curl -v -X") {
+				t.Errorf("%s: no request logged at -v=10", l.what)
 			}
 		}
-		// The verbosity took effect: client-go printed the requests, with the
-		// Authorization header masked.
-		for _, l := range processes {
-			out := l.p.Output()
-			switch {
-			case strings.HasPrefix(l.what, "coredns-yurt"):
-				if !strings.Contains(out, `"A IN worker-1. udp`) {
-					t.Errorf("%s: the log plugin logged no query", l.what)
-				}
-			case strings.Contains(l.what, "token"):
-				if !strings.Contains(out, "Authorization: Bearer <masked>") {
-					t.Errorf("%s: no request logged at -v=10 with the bearer token masked", l.what)
-				}
-			default:
-				if !strings.Contains(out, "curl -v -X") {
-					t.Errorf("%s: no request logged at -v=10", l.what)
-				}
-			}
-		}
-		t.Logf("%d processes (%d bytes of output) scanned for %d credentials in %d windows of %d characters: %d leaks",
-			len(processes), total, len(creds), len(scanner), leakWindow, leaked)
-	})
-	for _, c := range counts {
+	}
+	t.Logf("%d processes (%d bytes of output) scanned for %d credentials in %d windows of %d characters: %d leaks",
+		len(processes), total, len(creds), len(scanner), leakWindow, leaked)
+	for _, c := range f.counts {
 		t.Log(c)
 	}
-	t.Logf("TestLeastPrivilege took %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("the TestLeastPrivilege* tests took %s", time.Since(f.start).Round(time.Millisecond))
 }

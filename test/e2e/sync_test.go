@@ -21,27 +21,9 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// records reads the records text, "" when the ConfigMap is missing.
-func records(t *testing.T, cp *harness.ControlPlane, name string) string {
-	t.Helper()
-	cm, err := cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		return ""
-	}
-	return cm.Data[tunnelnodes.ConfigMapKey]
-}
-
-// expectRecords waits (up to 1 s: the debounce is 50 ms) for the exact text.
-func expectRecords(t *testing.T, cp *harness.ControlPlane, lines ...string) {
-	t.Helper()
-	want := strings.Join(lines, "\n")
-	harness.Eventually(t, time.Second, func() error {
-		if got := records(t, cp, tunnelnodes.ConfigMapName); got != want {
-			return fmt.Errorf("records:\n%s\nwant:\n%s", got, want)
-		}
-		return nil
-	})
-}
+// syncBudget is how long the records may take to follow a change: the
+// debounce is 50 ms.
+const syncBudget = time.Second
 
 // updateNode applies mutate to a node with conflict retries, the status
 // through the status subresource as the kubelet writes it.
@@ -88,7 +70,7 @@ func TestSyncFollowsEveryNodeChange(t *testing.T) {
 	})
 	sync := harness.StartSync(t, cp.Kubeconfig, "--leader-elect=false")
 
-	expectRecords(t, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tnode-1", "10.96.0.9\tworker-1", "192.168.0.10\tmaster-1")
+	expectRecords(t, syncBudget, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tnode-1", "10.96.0.9\tworker-1", "192.168.0.10\tmaster-1")
 	cm, err := cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, tunnelnodes.ConfigMapName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -102,29 +84,29 @@ func TestSyncFollowsEveryNodeChange(t *testing.T) {
 
 	// Node added.
 	cp.CreateNode(t, harness.Node{Name: "worker-2", InternalIP: "192.168.0.24", Edge: true})
-	expectRecords(t, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tnode-1", "10.96.0.9\tworker-1", "10.96.0.9\tworker-2", "192.168.0.10\tmaster-1")
+	expectRecords(t, syncBudget, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tnode-1", "10.96.0.9\tworker-1", "10.96.0.9\tworker-2", "192.168.0.10\tmaster-1")
 
 	// Deleting node-1 keeps edge-node-1 (upstream deleted both: suffix match).
 	if err := cp.Client.CoreV1().Nodes().Delete(ctx, "node-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	expectRecords(t, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tworker-1", "10.96.0.9\tworker-2", "192.168.0.10\tmaster-1")
+	expectRecords(t, syncBudget, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tworker-1", "10.96.0.9\tworker-2", "192.168.0.10\tmaster-1")
 
 	// Edge label flipped off: worker-2 becomes a cloud node at its InternalIP.
 	updateNode(t, cp, "worker-2", func(n *corev1.Node) { n.Labels[tunnelnodes.EdgeNodeLabel] = "false" }, false)
-	expectRecords(t, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tworker-1", "192.168.0.10\tmaster-1", "192.168.0.24\tworker-2")
+	expectRecords(t, syncBudget, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tworker-1", "192.168.0.10\tmaster-1", "192.168.0.24\tworker-2")
 
 	// InternalIP changed (upstream saw this only on a 30-minute resync).
 	updateNode(t, cp, "master-1", func(n *corev1.Node) {
 		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.168.0.99"}}
 	}, true)
-	expectRecords(t, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tworker-1", "192.168.0.24\tworker-2", "192.168.0.99\tmaster-1")
+	expectRecords(t, syncBudget, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tworker-1", "192.168.0.24\tworker-2", "192.168.0.99\tmaster-1")
 
 	// InternalIP removed: the ExternalIP is used.
 	updateNode(t, cp, "worker-2", func(n *corev1.Node) {
 		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "203.0.113.24"}}
 	}, true)
-	expectRecords(t, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tworker-1", "192.168.0.99\tmaster-1", "203.0.113.24\tworker-2")
+	expectRecords(t, syncBudget, cp, "10.96.0.9\tedge-node-1", "10.96.0.9\tworker-1", "192.168.0.99\tmaster-1", "203.0.113.24\tworker-2")
 
 	// A node with no address at all is skipped and counted.
 	cp.CreateNode(t, harness.Node{Name: "cloud-bare"})
@@ -138,29 +120,37 @@ func TestSyncFollowsEveryNodeChange(t *testing.T) {
 	// Tunnel Service recreated with a new ClusterIP: every edge record follows.
 	cp.DeleteService(t, tunnelnodes.Namespace, tunnelnodes.ServiceName)
 	cp.CreateService(t, harness.TunnelService("10.96.0.77"))
-	expectRecords(t, cp, "10.96.0.77\tedge-node-1", "10.96.0.77\tworker-1", "192.168.0.99\tmaster-1", "203.0.113.24\tworker-2")
+	expectRecords(t, syncBudget, cp, "10.96.0.77\tedge-node-1", "10.96.0.77\tworker-1", "192.168.0.99\tmaster-1", "203.0.113.24\tworker-2")
 
 	// Someone overwrites the records: the sync puts them back (level-triggered).
 	cp.ApplyConfigMap(t, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: tunnelnodes.ConfigMapName},
 		Data:       map[string]string{tunnelnodes.ConfigMapKey: "1.2.3.4\tbogus", "other-key": "kept"},
 	})
-	expectRecords(t, cp, "10.96.0.77\tedge-node-1", "10.96.0.77\tworker-1", "192.168.0.99\tmaster-1", "203.0.113.24\tworker-2")
+	expectRecords(t, syncBudget, cp, "10.96.0.77\tedge-node-1", "10.96.0.77\tworker-1", "192.168.0.99\tmaster-1", "203.0.113.24\tworker-2")
 
 	if w := harness.Metric(t, sync.MetricsURL, `tunnel_nodes_sync_writes_total{object="configmap"}`); w < 8 {
 		t.Errorf("writes_total = %v, want one per change (>= 8)", w)
 	}
 }
 
+// syncedEdgeNode is a control plane with the tunnel Service and one edge
+// node, worker-1, and a sync that has written its record.
+func syncedEdgeNode(t *testing.T) (*harness.ControlPlane, *harness.Sync) {
+	t.Helper()
+	cp := harness.Start(t, harness.Options{})
+	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
+	cp.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "192.168.0.21", Edge: true})
+	sync := harness.StartSync(t, cp.Kubeconfig, "--leader-elect=false")
+	expectRecords(t, syncBudget, cp, "10.96.0.9\tworker-1")
+	return cp, sync
+}
+
 // TestSyncCreatesConfigMapAndSkipsNoOps: the ConfigMap is created when
 // missing, and a restart with nothing changed writes nothing.
 func TestSyncCreatesConfigMapAndSkipsNoOps(t *testing.T) {
-	cp := harness.Start(t, harness.Options{})
+	cp, first := syncedEdgeNode(t)
 	ctx := context.Background()
-	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
-	cp.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "192.168.0.21", Edge: true})
-	first := harness.StartSync(t, cp.Kubeconfig, "--leader-elect=false")
-	expectRecords(t, cp, "10.96.0.9\tworker-1")
 	cm, _ := cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, tunnelnodes.ConfigMapName, metav1.GetOptions{})
 	first.Stop()
 
@@ -246,7 +236,7 @@ func TestSyncConcurrentWriter(t *testing.T) {
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
 	cp.CreateNode(t, harness.Node{Name: "cloud-1", InternalIP: "192.168.0.1"})
 	sync := harness.StartSync(t, cp.Kubeconfig, "--leader-elect=false", "--debounce=0")
-	expectRecords(t, cp, "192.168.0.1\tcloud-1")
+	expectRecords(t, syncBudget, cp, "192.168.0.1\tcloud-1")
 
 	cms := cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace)
 	var wg gosync.WaitGroup
@@ -279,7 +269,7 @@ func TestSyncConcurrentWriter(t *testing.T) {
 	}
 	wg.Wait()
 	slices.Sort(want)
-	expectRecords(t, cp, want...)
+	expectRecords(t, syncBudget, cp, want...)
 	cm, err := cms.Get(ctx, tunnelnodes.ConfigMapName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -293,12 +283,8 @@ func TestSyncConcurrentWriter(t *testing.T) {
 // TestSyncTooLarge: records over 1 MiB are not written half-way; the
 // previous content stays and the error is reported.
 func TestSyncTooLarge(t *testing.T) {
-	cp := harness.Start(t, harness.Options{})
+	cp, first := syncedEdgeNode(t)
 	ctx := context.Background()
-	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
-	cp.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "192.168.0.21", Edge: true})
-	first := harness.StartSync(t, cp.Kubeconfig, "--leader-elect=false")
-	expectRecords(t, cp, "10.96.0.9\tworker-1")
 	first.Stop()
 
 	// While the sync is down, 4200 nodes with 252-byte names: about 1.1 MiB of records.
@@ -347,12 +333,7 @@ func TestSyncRavenProfile(t *testing.T) {
 	cp.CreateService(t, svc)
 	cp.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "192.168.0.21", Edge: true})
 	harness.StartSync(t, cp.Kubeconfig, "--leader-elect=false", "--profile", "raven")
-	harness.Eventually(t, time.Second, func() error {
-		if got := records(t, cp, "edge-tunnel-nodes"); got != "10.96.0.44\tworker-1" {
-			return fmt.Errorf("edge-tunnel-nodes = %q", got)
-		}
-		return nil
-	})
+	expectRecordsIn(t, time.Second, cp, "edge-tunnel-nodes", "10.96.0.44\tworker-1")
 }
 
 // TestSyncLeaderElection: of two replicas one leads and writes; on SIGTERM
@@ -364,7 +345,7 @@ func TestSyncLeaderElection(t *testing.T) {
 	cp.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "192.168.0.21", Edge: true})
 	a := harness.StartSync(t, cp.Kubeconfig)
 	b := harness.StartSync(t, cp.Kubeconfig)
-	expectRecords(t, cp, "10.96.0.9\tworker-1")
+	expectRecords(t, syncBudget, cp, "10.96.0.9\tworker-1")
 
 	holder := func() string {
 		l, err := cp.Client.CoordinationV1().Leases(tunnelnodes.Namespace).Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})
@@ -399,7 +380,7 @@ func TestSyncLeaderElection(t *testing.T) {
 		}
 		return nil
 	})
-	expectRecords(t, cp, "10.96.0.9\tworker-1", "10.96.0.9\tworker-2")
+	expectRecords(t, syncBudget, cp, "10.96.0.9\tworker-1", "10.96.0.9\tworker-2")
 	t.Logf("standby took over and wrote in %s after SIGTERM", time.Since(start))
 	if !isLeader(standby) {
 		t.Error("the standby does not report itself leader")
@@ -420,7 +401,7 @@ func TestSyncLeaderElection(t *testing.T) {
 		}
 		return nil
 	})
-	expectRecords(t, cp, "10.96.0.9\tworker-1", "10.96.0.9\tworker-2", "10.96.0.9\tworker-3")
+	expectRecords(t, syncBudget, cp, "10.96.0.9\tworker-1", "10.96.0.9\tworker-2", "10.96.0.9\tworker-3")
 	t.Logf("new leader took over and wrote in %s after SIGKILL", time.Since(start))
 	if !isLeader(third) {
 		t.Error("the third replica does not report itself leader")
