@@ -51,7 +51,12 @@ func checkTunnelPath(t *testing.T) {
 		setServerConfigPorts(t, "9100")
 		waitServicePort(t, "dnat-9100", true)
 		before := standinConnections(t)["worker-1"]["9100"]
+		// kube-proxy programs the new port a moment after the EndpointSlice has it.
 		out, ok := fetchFromPod(t, url)
+		for i := 0; i < 3 && !ok; i++ {
+			time.Sleep(2 * time.Second)
+			out, ok = fetchFromPod(t, url)
+		}
 		if !ok || !strings.Contains(out, `standin_exporter_up{node="worker-1"} 1`) {
 			t.Errorf("a pod on master-1 fetching %s: %q", url, out)
 		}
@@ -142,7 +147,7 @@ func waitServicePort(t *testing.T, name string, present bool) {
 			for _, p := range svc.Spec.Ports {
 				has = has || (p.Name == name && p.TargetPort == intstr.FromInt32(10263))
 			}
-			if has == present {
+			if has == present && endpointSlicePort(name) == present {
 				return
 			}
 		}
@@ -151,6 +156,24 @@ func waitServicePort(t *testing.T, name string, present bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// endpointSlicePort reports whether the tunnel Service's EndpointSlices
+// carry the port (kube-proxy programs a port from them).
+func endpointSlicePort(name string) bool {
+	slices, err := cs.DiscoveryV1().EndpointSlices("kube-system").List(context.Background(),
+		metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + tunnelnodes.ServiceName})
+	if err != nil {
+		return false
+	}
+	for _, s := range slices.Items {
+		for _, p := range s.Ports {
+			if p.Name != nil && *p.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // waitTunnelEndpoints waits until the tunnel Service has the stand-in as a
