@@ -25,7 +25,7 @@ import (
 //   - a DaemonSet gets a pod on every node its nodeSelector matches,
 //     labelled with its template generation (a template change replaces them);
 //   - a Deployment gets a ReplicaSet and as many pods as its replicas, on
-//     Ready nodes;
+//     Ready nodes (a template change replaces them);
 //   - a pod on a Ready node (condition Ready True) runs and is Ready with an
 //     IP; on any other node it stays Pending, as with a kubelet cut off;
 //   - each Service with a selector gets an EndpointSlice of the pods it
@@ -133,8 +133,8 @@ func (p *player) daemonSet(ctx context.Context, ds *appsv1.DaemonSet, nodes []co
 	}
 }
 
-// deployment keeps one ReplicaSet per Deployment (templates are not rolled)
-// with the Deployment's replicas as pods on Ready nodes.
+// deployment keeps one ReplicaSet per Deployment with the Deployment's
+// replicas as pods on Ready nodes; a template change replaces its pods.
 func (p *player) deployment(ctx context.Context, d *appsv1.Deployment, pods []corev1.Pod, ready map[string]bool) *appsv1.ReplicaSet {
 	rsName := d.Name + "-play"
 	rs, err := p.c.AppsV1().ReplicaSets(p.ns).Get(ctx, rsName, metav1.GetOptions{})
@@ -145,6 +145,14 @@ func (p *player) deployment(ctx context.Context, d *appsv1.Deployment, pods []co
 			Spec: appsv1.ReplicaSetSpec{Selector: d.Spec.Selector, Template: d.Spec.Template},
 		}
 		if rs, err = p.c.AppsV1().ReplicaSets(p.ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+			return nil
+		}
+	}
+	// A template change (an image swapped in place) replaces the pods:
+	// those running other containers are deleted and made again.
+	if !equality.Semantic.DeepEqual(rs.Spec.Template, d.Spec.Template) {
+		rs.Spec.Template = d.Spec.Template
+		if rs, err = p.c.AppsV1().ReplicaSets(p.ns).Update(ctx, rs, metav1.UpdateOptions{}); err != nil {
 			return nil
 		}
 	}
@@ -161,6 +169,10 @@ func (p *player) deployment(ctx context.Context, d *appsv1.Deployment, pods []co
 	for i := range max(want, len(pods)) {
 		name := fmt.Sprintf("%s-%d", rsName, i)
 		exists := slices.ContainsFunc(pods, func(pod corev1.Pod) bool { return pod.Name == name && ownedBy(&pod, rs.UID) })
+		if exists && !slices.ContainsFunc(pods, func(pod corev1.Pod) bool { return pod.Name == name && sameImages(pod.Spec, d.Spec.Template.Spec) }) {
+			p.deletePod(ctx, name)
+			continue
+		}
 		switch {
 		case i >= want && exists:
 			p.deletePod(ctx, name)
@@ -180,6 +192,13 @@ func (p *player) deployment(ctx context.Context, d *appsv1.Deployment, pods []co
 		_, _ = p.c.AppsV1().Deployments(p.ns).UpdateStatus(ctx, d, metav1.UpdateOptions{})
 	}
 	return rs
+}
+
+// sameImages: a pod runs the template's containers (images, commands, args).
+func sameImages(pod, template corev1.PodSpec) bool {
+	return slices.EqualFunc(pod.Containers, template.Containers, func(a, b corev1.Container) bool {
+		return a.Image == b.Image && slices.Equal(a.Command, b.Command) && slices.Equal(a.Args, b.Args)
+	})
 }
 
 func ownedBy(pod *corev1.Pod, uid types.UID) bool {
