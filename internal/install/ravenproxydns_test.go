@@ -1,52 +1,36 @@
 package install
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 )
 
-// ravenCorefile is the Corefile of upstream's config/setup/raven-proxy-dns.yaml.
-const ravenCorefile = `.:53 {
-    errors
-    health {
-      lameduck 5s
-    }
-    ready
-    hosts /etc/edge/tunnel-nodes {
-        reload 300ms
-        fallthrough
-    }
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-       pods insecure
-       fallthrough in-addr.arpa ip6.arpa
-       ttl 30
-    }
-    prometheus :9153
-}
-`
-
+// TestRavenCorefile: the Corefile of upstream's raven-proxy-dns.yaml (the
+// e2e fixture) gets yurthosts in place of its hosts block, every other byte
+// kept; a second edit changes nothing.
 func TestRavenCorefile(t *testing.T) {
-	got, changed, err := ensureYurthosts(ravenCorefile, ravenYurthostsOptions)
-	want := `.:53 {
-    errors
-    health {
-      lameduck 5s
-    }
-    ready
-    yurthosts {
-        configmap kube-system/edge-tunnel-nodes
-        service kube-system/x-raven-proxy-internal-svc
-        fallthrough
-    }
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-       pods insecure
-       fallthrough in-addr.arpa ip6.arpa
-       ttl 30
-    }
-    prometheus :9153
-}
-`
+	data, err := os.ReadFile("../../test/testdata/raven/raven-proxy-dns.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var corefile string
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var cm corev1.ConfigMap
+		if yaml.Unmarshal([]byte(doc), &cm) == nil && cm.Kind == "ConfigMap" && cm.Name == ravenProxyDNS {
+			corefile = cm.Data[corefileKey]
+		}
+	}
+	const hosts = "hosts /etc/edge/tunnel-nodes {\n        reload 300ms\n        fallthrough\n    }"
+	if !strings.Contains(corefile, hosts) {
+		t.Fatalf("the fixture's Corefile has no hosts block:\n%s", corefile)
+	}
+	want := strings.Replace(corefile, hosts, "yurthosts {\n        configmap kube-system/edge-tunnel-nodes\n"+
+		"        service kube-system/x-raven-proxy-internal-svc\n        fallthrough\n    }", 1)
+	got, changed, err := ensureYurthosts(corefile, ravenYurthostsOptions)
 	if err != nil || !changed || got != want {
 		t.Fatalf("changed %v, err %v:\n%s\nwant:\n%s", changed, err, got, want)
 	}
