@@ -92,10 +92,8 @@ func corednsDaemonSetStep() Step {
 				res.Diffs = append(res.Diffs, diff)
 			}
 			res.Changed = createdDS || scaled
-			switch {
-			case !res.Changed:
-				res.Summary = "already applied"
-			default:
+			res.Summary = "already applied"
+			if res.Changed {
 				res.Summary = "DaemonSet coredns Ready on every Ready node and behind kube-dns; Deployment coredns scaled to 0"
 			}
 			if len(notReady) > 0 {

@@ -242,27 +242,33 @@ func daemonSetOnReadyNodes(env *Env, name string, notReady *[]string, podIPs *[]
 	}
 }
 
+// readDeployment reads a kube-system Deployment and the replicas it wants
+// (1 when unset).
+func readDeployment(ctx context.Context, env *Env, name string) (*appsv1.Deployment, int32, error) {
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(ctx, key(name), d); err != nil {
+		return nil, 0, fmt.Errorf("reading Deployment %s: %w", name, err)
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	return d, want, nil
+}
+
 // deploymentServing is the Deployment available and its Ready pods' IPs
 // (at least as many as its replicas) returned for the Service check.
 func deploymentServing(env *Env, name string, podIPs *[]string) condition {
 	return func(ctx context.Context) (bool, string, error) {
-		d := &appsv1.Deployment{}
-		if err := env.Client.Get(ctx, key(name), d); err != nil {
-			return false, "", fmt.Errorf("reading Deployment %s: %w", name, err)
-		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
+		d, want, err := readDeployment(ctx, env, name)
+		if err != nil {
+			return false, "", err
 		}
 		progress := fmt.Sprintf("%d of %d replicas available", d.Status.AvailableReplicas, want)
 		if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < want {
 			return false, progress, nil
 		}
-		owners, err := replicaSetsOf(ctx, env, d)
-		if err != nil {
-			return false, "", err
-		}
-		pods, err := controlledPods(ctx, env, d.Spec.Selector, owners...)
+		pods, err := deploymentPods(ctx, env, d)
 		if err != nil {
 			return false, "", err
 		}
@@ -324,24 +330,16 @@ func both(a, b condition) condition {
 // *podIPs when it is not nil, for the Service check.
 func deploymentRolledOut(env *Env, name string, podIPs *[]string) condition {
 	return func(ctx context.Context) (bool, string, error) {
-		d := &appsv1.Deployment{}
-		if err := env.Client.Get(ctx, key(name), d); err != nil {
-			return false, "", fmt.Errorf("reading Deployment %s: %w", name, err)
-		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
+		d, want, err := readDeployment(ctx, env, name)
+		if err != nil {
+			return false, "", err
 		}
 		s := d.Status
 		progress := fmt.Sprintf("%d of %d replicas updated, %d available, %d in all", s.UpdatedReplicas, want, s.AvailableReplicas, s.Replicas)
 		if s.ObservedGeneration < d.Generation || s.UpdatedReplicas < want || s.AvailableReplicas < want || s.Replicas > want {
 			return false, progress, nil
 		}
-		owners, err := replicaSetsOf(ctx, env, d)
-		if err != nil {
-			return false, "", err
-		}
-		pods, err := controlledPods(ctx, env, d.Spec.Selector, owners...)
+		pods, err := deploymentPods(ctx, env, d)
 		if err != nil {
 			return false, "", err
 		}
@@ -356,6 +354,15 @@ func deploymentRolledOut(env *Env, name string, podIPs *[]string) condition {
 		}
 		return len(ips) >= int(want), fmt.Sprintf("%s; %d pods of the current template Ready", progress, len(ips)), nil
 	}
+}
+
+// deploymentPods are the pods of the Deployment's ReplicaSets.
+func deploymentPods(ctx context.Context, env *Env, d *appsv1.Deployment) ([]corev1.Pod, error) {
+	owners, err := replicaSetsOf(ctx, env, d)
+	if err != nil {
+		return nil, err
+	}
+	return controlledPods(ctx, env, d.Spec.Selector, owners...)
 }
 
 // replicaSetsOf are the UIDs of the Deployment's ReplicaSets.
