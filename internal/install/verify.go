@@ -10,11 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
-
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -59,25 +56,24 @@ func VerifyDNSWithResolver(ctx context.Context, env *Env, r *net.Resolver, edge 
 type lookupFunc func(ctx context.Context, name string, v6 bool) ([]netip.Addr, error)
 
 // verifyNodeNames resolves every node name with lookup and prints, per
-// node, the answer and the address it should be.
+// node, the answer and the address the profile's rules say it should be.
 func verifyNodeNames(ctx context.Context, env *Env, edge labels.Selector, out io.Writer, lookup lookupFunc) (mismatches int, err error) {
-	svc := &corev1.Service{}
-	if err := env.Client.Get(ctx, key(tunnelnodes.ServiceName), svc); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return 0, err
-		}
-		svc = nil
+	rules, err := profileRules(ctx, env, edge)
+	if err != nil {
+		return 0, err
 	}
-	tunnelIP := tunnelnodes.TunnelClusterIP(svc)
 	nodes := &corev1.NodeList{}
 	if err := env.Client.List(ctx, nodes); err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		want, isEdge, reason := tunnelnodes.NodeAddress(n, edge, tunnelIP)
+		want, tunneled, reason := rules(n)
 		kind := "cloud"
-		if isEdge {
+		switch {
+		case tunneled && env.Options.Profile == ProfileRaven:
+			kind = "proxy" // Raven maps cloud nodes to its proxy too
+		case tunneled:
 			kind = "edge"
 		}
 		if reason != "" || !want.IsValid() {

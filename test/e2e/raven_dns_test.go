@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,14 @@ func TestRavenYurthosts(t *testing.T) {
 	cm, err := cp.Client.CoreV1().ConfigMaps(ns).Get(context.Background(), tunnelnodes.RavenConfigMapName, metav1.GetOptions{})
 	if err != nil || cm.Data[tunnelnodes.ConfigMapKey] != upstream {
 		t.Errorf("the records changed with the sync stopped (%v): the answers must come from the remap", err)
+	}
+
+	// status --verify-dns checks Raven's rules: every node, cloud ones
+	// too, at the proxy ClusterIP.
+	out, err := runSync(t, cp, "status", "--profile", "raven", "--verify-dns", dns.DNSAddr)
+	for _, name := range []string{"master-1", "worker-1"} {
+		if !strings.Contains(out, fmt.Sprintf("%-30s %-5s %-18s expected %-18s OK", name, "proxy", "10.96.100.8", "10.96.100.8")) {
+			t.Errorf("status --verify-dns (%v): %s not checked against the proxy ClusterIP:\n%s", err, name, out)
+		}
 	}
 }
