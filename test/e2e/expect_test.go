@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,8 +8,6 @@ import (
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The two checks every test here makes: a DNS answer, and the records text
@@ -71,14 +68,4 @@ func expectRecordsIn(t harness.TB, within time.Duration, cp *harness.ControlPlan
 		}
 		return nil
 	})
-}
-
-// records reads the records text, "" when the ConfigMap is missing.
-func records(t harness.TB, cp *harness.ControlPlane, name string) string {
-	t.Helper()
-	cm, err := cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		return ""
-	}
-	return cm.Data[tunnelnodes.ConfigMapKey]
 }

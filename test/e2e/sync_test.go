@@ -21,6 +21,16 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
+// records reads the records text, "" when the ConfigMap is missing.
+func records(t harness.TB, cp *harness.ControlPlane, name string) string {
+	t.Helper()
+	cm, err := cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return cm.Data[tunnelnodes.ConfigMapKey]
+}
+
 // syncBudget is how long the records may take to follow a change: the
 // debounce is 50 ms.
 const syncBudget = time.Second
