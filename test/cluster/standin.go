@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/image"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TunnelStandinImage is test/tunnelstandin's image: a stand-in for
+// yurt-tunnel-server (forwarding by TLS SNI), a TLS exporter and a fetcher.
+const TunnelStandinImage = "docker.io/yurtdns/tunnel-standin:test"
+
+// TunnelStandinLabels are the stand-in server pod's labels; give the tunnel
+// Service this selector to put the stand-in behind it.
+var TunnelStandinLabels = map[string]string{"app": "tunnel-standin"}
+
+// ImportTunnelStandin builds test/tunnelstandin of the module at repoRoot
+// into an image and imports it on every node.
+func (c *Cluster) ImportTunnelStandin(repoRoot string) error {
+	bin := filepath.Join(c.dir, "tunnel-standin")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./test/tunnelstandin")
+	build.Dir, build.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the tunnel stand-in: %v\n%s", err, out)
+	}
+	img, err := image.Build(image.Spec{Binary: bin, Entrypoint: "/tunnel-standin", CACertificates: "/etc/ssl/certs/ca-certificates.crt"})
+	if err != nil {
+		return err
+	}
+	archive := bin + ".oci.tar"
+	if err := image.WriteOCIArchive(archive, TunnelStandinImage, img); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		if err := n.ImportImages(archive); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StandinPod is a kube-system pod running the stand-in image with args on
+// node (hostNetwork for the servers, the pod network for a client).
+func StandinPod(name, node string, hostNetwork bool, labels map[string]string, args ...string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Labels: labels},
+		Spec: corev1.PodSpec{
+			NodeName: node, HostNetwork: hostNetwork, RestartPolicy: corev1.RestartPolicyNever,
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers:  []corev1.Container{{Name: name, Image: TunnelStandinImage, ImagePullPolicy: corev1.PullNever, Args: args}},
+		},
+	}
+}
+
+// TunnelStandinServer is the stand-in server's pod on master-1: it knows
+// every node's address.
+func (c *Cluster) TunnelStandinServer() *corev1.Pod {
+	var nodes []string
+	for _, n := range c.Nodes {
+		nodes = append(nodes, n.Name+"="+n.IP)
+	}
+	return StandinPod("tunnel-standin", c.Master().Name, true, TunnelStandinLabels, "serve", "--nodes", strings.Join(nodes, ","))
+}
+
+// TunnelStandinStatsURL lists the connections the stand-in forwarded (JSON:
+// node → port → count).
+func (c *Cluster) TunnelStandinStatsURL() string {
+	return "http://" + c.Master().IP + ":10265/connections"
+}
+
+// WaitPod polls a kube-system pod until done says so.
+func (c *Cluster) WaitPod(ctx context.Context, name string, timeout time.Duration, done func(*corev1.Pod) bool) (*corev1.Pod, error) {
+	cs, err := c.Clientset()
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		p, err := cs.CoreV1().Pods("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if err == nil && done(p) {
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			return p, fmt.Errorf("pod %s not there after %s (%v)", name, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// PodReady is the pod's Ready condition.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

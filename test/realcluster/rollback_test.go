@@ -1,0 +1,41 @@
+package realcluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/test/cluster"
+)
+
+// TestControlPlaneRollback: a kube-apiserver patch it cannot start with (a
+// flag it does not know, added through install's hidden test-only flag) is
+// rolled back like kubeadm upgrade does: the backup manifest is restored,
+// the apiserver comes back, and install exits non-zero naming it. Revert
+// then restores the rest exactly.
+func TestControlPlaneRollback(t *testing.T) {
+	createTunnelService(t)
+	defer deleteTunnelService(t)
+	before := kubeadmState(t)
+	out, err := runSync(t, "install", "--control-plane-jobs", "--timeout", "90s",
+		"--test-only-extra-flag", "kube-apiserver=--no-such-flag-yurtdns-rollback-test")
+	if err == nil {
+		t.Fatalf("install with an apiserver that cannot start succeeded:\n%s", out)
+	}
+	if !strings.Contains(out, "kube-apiserver") || !strings.Contains(out, "restored") {
+		t.Errorf("install's error does not name kube-apiserver and its restored manifest:\n%s", out)
+	}
+	if _, err := kc.WaitPod(t.Context(), "kube-apiserver-"+kc.Master().Name, 2*time.Minute, cluster.PodReady); err != nil {
+		t.Fatalf("kube-apiserver after the rollback: %v", err)
+	}
+	checkStaticPod(t, "kube-apiserver", "--authorization-mode")
+	if kc.Master().StaticPodManifestContains("kube-apiserver", "no-such-flag") {
+		t.Error("the bad flag is still in kube-apiserver's manifest")
+	}
+	for _, n := range kc.Nodes {
+		if err := n.WaitDNS(t.Context(), probeName, 0); err != nil {
+			t.Error(err)
+		}
+	}
+	revertExactly(t, before)
+}
