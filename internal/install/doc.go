@@ -17,7 +17,7 @@
 // steps are instead:
 //
 //	ravenrbac.go         raven-rbac         raven-proxy-dns may read edge-tunnel-nodes and the proxy Service
-//	ravenproxydns.go     raven-corefile     ConfigMap raven-proxy-dns-yurt: its Corefile with yurthosts
+//	ravencorefile.go     raven-corefile     ConfigMap raven-proxy-dns-yurt: its Corefile with yurthosts
 //	ravenproxydns.go     raven-proxy-dns    the raven-proxy-dns Deployment runs coredns-yurt, in place
 //	gatewaydns.go        gateway-dns        yurt-manager's gateway-dns controller off (--controllers)
 //	sync.go              raven-sync         the sync from deploy/raven/tunnel-nodes-sync (--profile raven)

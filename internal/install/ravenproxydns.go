@@ -20,26 +20,6 @@ const (
 	ravenProxyDNSYurt = "raven-proxy-dns-yurt"
 )
 
-// ravenYurthostsOptions point yurthosts at Raven's objects.
-var ravenYurthostsOptions = []string{
-	"configmap " + tunnelnodes.Namespace + "/" + tunnelnodes.RavenConfigMapName,
-	"service " + tunnelnodes.Namespace + "/" + tunnelnodes.RavenServiceName,
-}
-
-// ravenCorefileStep writes ConfigMap raven-proxy-dns-yurt: raven-proxy-dns's
-// Corefile with yurthosts in place of its hosts block. The ConfigMap the
-// running stock pods read is never edited: stock CoreDNS crash-loops on
-// yurthosts.
-func ravenCorefileStep() Step {
-	return corefileCopyStep("raven-corefile", ravenProxyDNS, ravenProxyDNSYurt,
-		"yurthosts { configmap "+tunnelnodes.Namespace+"/"+tunnelnodes.RavenConfigMapName+"; service "+
-			tunnelnodes.Namespace+"/"+tunnelnodes.RavenServiceName+"; fallthrough } in place of hosts "+tunnelHostsFile,
-		func(src string) (string, error) {
-			out, _, err := ensureYurthosts(src, ravenYurthostsOptions)
-			return out, err
-		})
-}
-
 // ravenProxyDNSStep makes the raven-proxy-dns Deployment coredns-yurt in
 // place: its pod template runs --coredns-image, reads ConfigMap
 // raven-proxy-dns-yurt, and no longer mounts the records as a file. The
