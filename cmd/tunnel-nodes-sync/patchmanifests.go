@@ -53,8 +53,12 @@ func newPatchManifestsCommand() *cobra.Command {
 					fmt.Fprintf(out, "%s: already applied\n", c.Path)
 				case dryRun:
 					fmt.Fprint(out, c.Diff)
-				case c.Note != "":
-					fmt.Fprintf(out, "%s: patched (original in %s); %s\n", c.Path, install.BackupPath(backupDir, c.Path), c.Note)
+				default:
+					line := fmt.Sprintf("%s: patched (original in %s)", c.Path, install.BackupPath(backupDir, c.Path))
+					if c.Note != "" {
+						line += "; " + c.Note
+					}
+					fmt.Fprintln(out, line)
 				}
 			}
 			return err

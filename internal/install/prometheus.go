@@ -323,7 +323,12 @@ func prometheusStep() Step {
 			if status != Drifted && present > 0 && applied == present {
 				status = Applied
 			}
-			return status, strings.Join(slices.Compact(details), "; "), nil
+			detail := strings.Join(slices.Compact(details), "; ")
+			if present == 0 {
+				// Said as the kube-proxy step says it: install skips this step here.
+				detail = "skipped by install: " + detail
+			}
+			return status, detail, nil
 		},
 	}
 }

@@ -334,8 +334,9 @@ func TestSyncTooLarge(t *testing.T) {
 	}
 }
 
-// TestSyncRavenProfile: --profile raven writes edge-tunnel-nodes from the
-// Raven proxy Service.
+// TestSyncRavenProfile: --profile raven writes edge-tunnel-nodes; without
+// raven-cfg's enable-l7-proxy every node maps to its own address, as
+// upstream's gateway-dns rules say (TestRavenSync covers the proxy on).
 func TestSyncRavenProfile(t *testing.T) {
 	cp := harness.Start(t, harness.Options{})
 	svc := harness.TunnelService("10.96.0.44")
@@ -343,7 +344,7 @@ func TestSyncRavenProfile(t *testing.T) {
 	cp.CreateService(t, svc)
 	cp.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "192.168.0.21", Edge: true})
 	harness.StartSync(t, cp.Kubeconfig, "--leader-elect=false", "--profile", "raven")
-	expectRecordsIn(t, time.Second, cp, "edge-tunnel-nodes", "10.96.0.44\tworker-1")
+	expectRecordsIn(t, time.Second, cp, "edge-tunnel-nodes", "192.168.0.21\tworker-1")
 }
 
 // TestSyncLeaderElection: of two replicas one leads and writes; on SIGTERM
