@@ -24,7 +24,8 @@ const TunnelStandinImage = "docker.io/yurtdns/tunnel-standin:test"
 var TunnelStandinLabels = map[string]string{"app": "tunnel-standin"}
 
 // ImportTunnelStandin builds test/tunnelstandin of the module at repoRoot
-// into an image and imports it on every node.
+// into an image, imports it on every node, and makes the server's
+// ServiceAccount (get pods).
 func (c *Cluster) ImportTunnelStandin(repoRoot string) error {
 	bin := filepath.Join(c.dir, "tunnel-standin")
 	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./test/tunnelstandin")
@@ -45,6 +46,11 @@ func (c *Cluster) ImportTunnelStandin(repoRoot string) error {
 			return err
 		}
 	}
+	for _, cmd := range tunnelStandinRBAC() {
+		if out, err := c.Kubectl(context.Background(), strings.Fields(cmd)...); err != nil && !strings.Contains(out, "AlreadyExists") {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -62,13 +68,24 @@ func StandinPod(name, node string, hostNetwork bool, labels map[string]string, a
 }
 
 // TunnelStandinServer is the stand-in server's pod on master-1: it knows
-// every node's address.
+// every node's address, and may get pods (the node of an exec request).
 func (c *Cluster) TunnelStandinServer() *corev1.Pod {
 	var nodes []string
 	for _, n := range c.Nodes {
 		nodes = append(nodes, n.Name+"="+n.IP)
 	}
-	return StandinPod("tunnel-standin", c.Master().Name, true, TunnelStandinLabels, "serve", "--nodes", strings.Join(nodes, ","))
+	pod := StandinPod("tunnel-standin", c.Master().Name, true, TunnelStandinLabels, "serve", "--nodes", strings.Join(nodes, ","))
+	pod.Spec.ServiceAccountName = "tunnel-standin"
+	return pod
+}
+
+// tunnelStandinRBAC lets the stand-in's ServiceAccount get pods.
+func tunnelStandinRBAC() []string {
+	return []string{
+		"create serviceaccount tunnel-standin -n kube-system",
+		"create clusterrole tunnel-standin --verb=get --resource=pods",
+		"create clusterrolebinding tunnel-standin --clusterrole=tunnel-standin --serviceaccount=kube-system:tunnel-standin",
+	}
 }
 
 // TunnelStandinStatsURL lists the connections the stand-in forwarded (JSON:

@@ -13,7 +13,9 @@
 // kubeadm default); for such a connection the stand-in does what
 // yurt-tunnel-server always does — terminates TLS with a throwaway
 // certificate the apiserver does not check, reads the node from the HTTP
-// Host, and opens TLS to the node's server. It counts every connection per
+// Host (or, when that is the apiserver's own address as on the upgrade path,
+// from the node of the pod the path names, read from the API), and opens
+// TLS to the node's server. It counts every connection per
 // node and port, at GET /connections on --stats-addr.
 //
 // Two more subcommands make the rest of the tests' path:
@@ -45,6 +47,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 func main() {
@@ -75,6 +80,7 @@ func main() {
 type forwarder struct {
 	nodes map[string]string // node name → address
 	cert  tls.Certificate   // for clients that name no server
+	pods  kubernetes.Interface
 
 	mu     sync.Mutex
 	counts map[string]map[string]int // node → port → connections
@@ -92,6 +98,12 @@ func serve(args []string) error {
 		return err
 	}
 	f := &forwarder{nodes: map[string]string{}, counts: map[string]map[string]int{}, cert: cert}
+	// In a pod, it may look pods up (RBAC: get pods) for the upgrade path.
+	if cfg, err := rest.InClusterConfig(); err == nil {
+		if f.pods, err = kubernetes.NewForConfig(cfg); err != nil {
+			return err
+		}
+	}
 	for _, kv := range strings.Split(*nodes, ",") {
 		name, ip, ok := strings.Cut(kv, "=")
 		if !ok || net.ParseIP(ip) == nil {
@@ -205,7 +217,16 @@ func (f *forwarder) forwardTerminated(conn *net.TCPConn, port int, hello []byte)
 		fmt.Println("tunnel-standin: request without SNI:", err)
 		return
 	}
-	backend, err := f.dial(conn, req.Host, port, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	node := req.Host
+	if host, _, _ := strings.Cut(node, ":"); f.nodes[host] == "" {
+		// The upgrade path keeps the client's Host (the apiserver's own
+		// address): the node is the one running the pod the path names.
+		if node, err = f.podNode(req.URL.Path); err != nil {
+			fmt.Println("tunnel-standin:", err)
+			return
+		}
+	}
+	backend, err := f.dial(conn, node, port, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		fmt.Println("tunnel-standin:", err)
 		return
@@ -215,6 +236,20 @@ func (f *forwarder) forwardTerminated(conn *net.TCPConn, port int, hello []byte)
 		return
 	}
 	pipe(server, backend, br)
+}
+
+// podNode is the node of the pod a kubelet API path names
+// (/exec|attach|portForward|containerLogs/NAMESPACE/POD/...), from the API.
+func (f *forwarder) podNode(path string) (string, error) {
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	if len(parts) < 3 || f.pods == nil {
+		return "", fmt.Errorf("no node for %q", path)
+	}
+	pod, err := f.pods.CoreV1().Pods(parts[1]).Get(context.Background(), parts[2], metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("the node of %s: %v", path, err)
+	}
+	return pod.Spec.NodeName, nil
 }
 
 // pipe copies both ways until both directions end; from is what the client
