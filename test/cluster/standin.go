@@ -74,8 +74,14 @@ func (c *Cluster) TunnelStandinServer() *corev1.Pod {
 	for _, n := range c.Nodes {
 		nodes = append(nodes, n.Name+"="+n.IP)
 	}
-	pod := StandinPod("tunnel-standin", c.Master().Name, true, TunnelStandinLabels, "serve", "--nodes", strings.Join(nodes, ","))
+	pod := StandinPod("tunnel-standin", c.Master().Name, true, TunnelStandinLabels, "serve", "--nodes", strings.Join(nodes, ","),
+		// Where it terminates TLS it speaks to the kubelet as the apiserver does.
+		"--kubelet-client-cert", "/pki/apiserver-kubelet-client.crt", "--kubelet-client-key", "/pki/apiserver-kubelet-client.key")
 	pod.Spec.ServiceAccountName = "tunnel-standin"
+	root := int64(0) // kubeadm's keys are root's
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &root}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "pki", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc/kubernetes/pki"}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "pki", MountPath: "/pki", ReadOnly: true}}
 	return pod
 }
 

@@ -81,6 +81,9 @@ type forwarder struct {
 	nodes map[string]string // node name → address
 	cert  tls.Certificate   // for clients that name no server
 	pods  kubernetes.Interface
+	// kubeletClient authenticates the stand-in to a kubelet where it
+	// terminated the client's TLS (and with it the client's certificate).
+	kubeletClient tls.Certificate
 
 	mu     sync.Mutex
 	counts map[string]map[string]int // node → port → connections
@@ -92,12 +95,19 @@ func serve(args []string) error {
 	httpsPort := fs.Int("https-port", 10263, "the tunnel's https target port (TLS: node from SNI)")
 	httpPort := fs.Int("http-port", 10264, "the tunnel's http target port (node from the Host header)")
 	statsAddr := fs.String("stats-addr", ":10265", "GET /connections: connections forwarded per node and port")
+	clientCert := fs.String("kubelet-client-cert", "", "client certificate for the kubelets, where TLS is terminated (as the apiserver's kubelet client)")
+	clientKey := fs.String("kubelet-client-key", "", "its key")
 	fs.Parse(args)
 	cert, err := selfSigned("tunnel-standin")
 	if err != nil {
 		return err
 	}
 	f := &forwarder{nodes: map[string]string{}, counts: map[string]map[string]int{}, cert: cert}
+	if *clientCert != "" {
+		if f.kubeletClient, err = tls.LoadX509KeyPair(*clientCert, *clientKey); err != nil {
+			return err
+		}
+	}
 	// In a pod, it may look pods up (RBAC: get pods) for the upgrade path.
 	if cfg, err := rest.InClusterConfig(); err == nil {
 		if f.pods, err = kubernetes.NewForConfig(cfg); err != nil {
@@ -226,7 +236,11 @@ func (f *forwarder) forwardTerminated(conn *net.TCPConn, port int, hello []byte)
 			return
 		}
 	}
-	backend, err := f.dial(conn, node, port, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	upstream := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}
+	if f.kubeletClient.Certificate != nil {
+		upstream.Certificates = []tls.Certificate{f.kubeletClient}
+	}
+	backend, err := f.dial(conn, node, port, upstream)
 	if err != nil {
 		fmt.Println("tunnel-standin:", err)
 		return
