@@ -103,10 +103,11 @@ soak: deps test-tools
 
 ## bench: dnsperf (yurthosts vs hosts vs whoami), propagation, scale and sync benchmarks on the
 ## real binaries and apiserver; writes bench/results.md and bench/latency.svg (about 8 minutes).
-bench: deps test-tools
+bench: deps test-tools image
 	rm -rf $(BIN)/bench-data
 	set -o pipefail; YURTDNS_BENCH_OUT=$(CURDIR)/$(BIN)/bench-data $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ | tee $(BIN)/bench.txt
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem ./plugin/... | tee -a $(BIN)/bench.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/realcluster/ | tee -a $(BIN)/bench.txt
 	$(GO) run ./hack/benchreport -in $(BIN)/bench-data -out bench
 
 ## demo: the real two-node kubeadm cluster (root: network and mount namespaces), install, the
