@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/image"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // TunnelStandinImage is test/tunnelstandin's image: a stand-in for
@@ -127,4 +129,16 @@ func PodReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// TunnelService is yurt-tunnel-server's internal Service as its chart makes
+// it (10250 → 10263, 10255 → 10264), selecting the tunnel stand-in.
+func TunnelService() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.ServiceName, Namespace: tunnelnodes.Namespace},
+		Spec: corev1.ServiceSpec{Selector: TunnelStandinLabels, Ports: []corev1.ServicePort{
+			{Name: "https", Port: 10250, TargetPort: intstr.FromInt32(tunnelnodes.DefaultHTTPSTargetPort), Protocol: corev1.ProtocolTCP},
+			{Name: "http", Port: 10255, TargetPort: intstr.FromInt32(tunnelnodes.DefaultHTTPTargetPort), Protocol: corev1.ProtocolTCP},
+		}},
+	}
 }

@@ -25,7 +25,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -70,13 +69,7 @@ func show(ctx context.Context, c *cluster.Cluster, syncBin string, started time.
 		return err
 	}
 	step("The tunnel Service, with test/tunnelstandin behind it: a stand-in for yurt-tunnel-server that forwards by TLS SNI")
-	svc, err := cs.CoreV1().Services(tunnelnodes.Namespace).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.ServiceName, Namespace: tunnelnodes.Namespace},
-		Spec: corev1.ServiceSpec{Selector: cluster.TunnelStandinLabels, Ports: []corev1.ServicePort{
-			{Name: "https", Port: 10250, TargetPort: intstr.FromInt32(10263)},
-			{Name: "http", Port: 10255, TargetPort: intstr.FromInt32(10264)},
-		}},
-	}, metav1.CreateOptions{})
+	svc, err := cs.CoreV1().Services(tunnelnodes.Namespace).Create(ctx, cluster.TunnelService(), metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}

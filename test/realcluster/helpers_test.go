@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/cluster"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -207,21 +207,9 @@ func diffState(before, after map[string]string) []string {
 	return diffs
 }
 
-// tunnelService is yurt-tunnel-server's internal Service as its chart makes
-// it, selecting the tunnel stand-in (yurt-tunnel itself is out of scope).
-func tunnelService() *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "x-tunnel-server-internal-svc", Namespace: "kube-system"},
-		Spec: corev1.ServiceSpec{Selector: cluster.TunnelStandinLabels, Ports: []corev1.ServicePort{
-			{Name: "https", Port: 10250, TargetPort: intstr.FromInt32(10263), Protocol: corev1.ProtocolTCP},
-			{Name: "http", Port: 10255, TargetPort: intstr.FromInt32(10264), Protocol: corev1.ProtocolTCP},
-		}},
-	}
-}
-
 func createTunnelService(t *testing.T) *corev1.Service {
 	t.Helper()
-	svc, err := cs.CoreV1().Services("kube-system").Create(context.Background(), tunnelService(), metav1.CreateOptions{})
+	svc, err := cs.CoreV1().Services("kube-system").Create(context.Background(), cluster.TunnelService(), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +218,7 @@ func createTunnelService(t *testing.T) *corev1.Service {
 
 func deleteTunnelService(t *testing.T) {
 	t.Helper()
-	err := cs.CoreV1().Services("kube-system").Delete(context.Background(), "x-tunnel-server-internal-svc", metav1.DeleteOptions{})
+	err := cs.CoreV1().Services("kube-system").Delete(context.Background(), tunnelnodes.ServiceName, metav1.DeleteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

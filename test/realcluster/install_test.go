@@ -223,7 +223,7 @@ func checkAPIServerView(t *testing.T) {
 	if r.Nameservers[0] != cluster.KubeDNSIP() {
 		t.Errorf("the apiserver resolves through %s, not the kube-dns Service: dnsPolicy ClusterFirstWithHostNet is not live", r.Nameservers[0])
 	}
-	svc, err := cs.CoreV1().Services("kube-system").Get(ctx, "x-tunnel-server-internal-svc", metav1.GetOptions{})
+	svc, err := cs.CoreV1().Services("kube-system").Get(ctx, tunnelnodes.ServiceName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

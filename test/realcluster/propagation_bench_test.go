@@ -36,7 +36,7 @@ const upstreamHostsCorefile = `.:53 {
 func BenchmarkNodeAddedToAnswer(b *testing.B) {
 	const samples = 5
 	ctx := context.Background()
-	svc, err := cs.CoreV1().Services("kube-system").Create(ctx, tunnelService(), metav1.CreateOptions{})
+	svc, err := cs.CoreV1().Services("kube-system").Create(ctx, cluster.TunnelService(), metav1.CreateOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -145,7 +145,7 @@ func waitServicePort(t *testing.T, name string, present bool) {
 		if err == nil {
 			has := false
 			for _, p := range svc.Spec.Ports {
-				has = has || (p.Name == name && p.TargetPort == intstr.FromInt32(10263))
+				has = has || (p.Name == name && p.TargetPort == intstr.FromInt32(tunnelnodes.DefaultHTTPSTargetPort))
 			}
 			if has == present && endpointSlicePort(name) == present {
 				return
