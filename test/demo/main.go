@@ -23,7 +23,6 @@ import (
 	"github.com/yurtdns/yurtdns/test/cluster"
 	"github.com/yurtdns/yurtdns/test/harness"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -164,13 +163,7 @@ func resolve(ctx context.Context, r *cluster.Resolver, name, want string, timeou
 }
 
 func addNode(ctx context.Context, cs kubernetes.Interface, r *cluster.Resolver, tunnelIP string) (time.Duration, error) {
-	node, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name: "worker-2", Labels: map[string]string{"openyurt.io/is-edge-worker": "true"}}}, metav1.CreateOptions{})
-	if err != nil {
-		return 0, err
-	}
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.12"}, {Type: corev1.NodeHostName, Address: "worker-2"}}
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+	if err := cluster.CreateNodeObject(ctx, cs, "worker-2", "198.51.100.12", map[string]string{tunnelnodes.EdgeNodeLabel: "true"}); err != nil {
 		return 0, err
 	}
 	return resolve(ctx, r, "worker-2", tunnelIP, 10*time.Second)

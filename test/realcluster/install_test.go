@@ -257,16 +257,10 @@ func checkAPIServerView(t *testing.T) {
 	expect("worker-1", svc.Spec.ClusterIP, time.Minute, 0)
 	expect("master-1", kc.Master().IP, time.Second, 0)
 
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-2", Labels: map[string]string{"openyurt.io/is-edge-worker": "true"}}}
-	node, err = cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
+	if err := cluster.CreateNodeObject(ctx, cs, "worker-2", "198.51.100.12", map[string]string{tunnelnodes.EdgeNodeLabel: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	defer cs.CoreV1().Nodes().Delete(ctx, "worker-2", metav1.DeleteOptions{})
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.12"}, {Type: corev1.NodeHostName, Address: "worker-2"}}
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	first, lastWrong := expect("worker-2", svc.Spec.ClusterIP, time.Second, ttl+time.Second)
 	t.Logf("node worker-2 added: answered from the apiserver's view in %s", first.Round(time.Millisecond))
 	if lastWrong > 0 {
