@@ -24,8 +24,9 @@ const (
 // place: its pod template runs --coredns-image, reads ConfigMap
 // raven-proxy-dns-yurt, and no longer mounts the records as a file. The
 // rollout is waited for: the new pods Ready and ready endpoints of Service
-// raven-proxy-dns (which kube-apiserver resolves node names at). Revert
-// restores the template exactly and waits the same way.
+// raven-proxy-dns (which kube-apiserver resolves node names at), with a
+// handover pod behind the Service meanwhile. Revert restores the template
+// exactly the same way.
 func ravenProxyDNSStep() Step {
 	read := func(ctx context.Context, env *Env) (*appsv1.Deployment, error) {
 		d := &appsv1.Deployment{}
@@ -34,6 +35,7 @@ func ravenProxyDNSStep() Step {
 		}
 		return d, nil
 	}
+	h := handover{service: ravenProxyDNS, deployment: ravenProxyDNS}
 	edit := fieldEdit{
 		key: fmt.Sprintf("Deployment %s/%s pod template", tunnelnodes.Namespace, ravenProxyDNS),
 		get: func(ctx context.Context, env *Env) (string, bool, error) {
@@ -45,14 +47,18 @@ func ravenProxyDNSStep() Step {
 			return string(b), true, err
 		},
 		set: func(ctx context.Context, env *Env, value string, _ bool) error {
+			var tmpl corev1.PodTemplateSpec
+			if err := yaml.UnmarshalStrict([]byte(value), &tmpl); err != nil {
+				return err
+			}
+			if err := h.begin(ctx, env, tmpl); err != nil {
+				return err
+			}
 			d, err := read(ctx, env)
 			if err != nil {
 				return err
 			}
-			d.Spec.Template = corev1.PodTemplateSpec{}
-			if err := yaml.UnmarshalStrict([]byte(value), &d.Spec.Template); err != nil {
-				return err
-			}
+			d.Spec.Template = tmpl
 			return env.Client.Update(ctx, d)
 		},
 		desired: func(env *Env, cur string, _ bool) (string, error) {
@@ -69,11 +75,29 @@ func ravenProxyDNSStep() Step {
 	}
 	rolledOut := func(ctx context.Context, env *Env) error {
 		var podIPs []string
-		return waitFor(ctx, env.Options.Timeout, "Deployment "+ravenProxyDNS+" not rolled out behind its Service",
-			both(deploymentRolledOut(env, ravenProxyDNS, &podIPs), serviceEndpointsReady(env, ravenProxyDNS, &podIPs)))
+		if err := waitFor(ctx, env.Options.Timeout, "Deployment "+ravenProxyDNS+" not rolled out behind its Service",
+			both(deploymentRolledOut(env, ravenProxyDNS, &podIPs), serviceEndpointsReady(env, ravenProxyDNS, &podIPs))); err != nil {
+			return err
+		}
+		if err := sleep(ctx, kubeProxyGrace); err != nil { // kube-proxy routes to the new pods
+			return err
+		}
+		return h.end(ctx, env)
 	}
-	return fieldStep("raven-proxy-dns", "Deployment "+ravenProxyDNS+" runs coredns-yurt with ConfigMap "+ravenProxyDNSYurt+
-		" (no records file mounted); rolled out, its pods behind Service "+ravenProxyDNS, edit, rolledOut)
+	step := fieldStep("raven-proxy-dns", "Deployment "+ravenProxyDNS+" runs coredns-yurt with ConfigMap "+ravenProxyDNSYurt+
+		" (no records file mounted); rolled out behind Service "+ravenProxyDNS+", which a handover pod answered for meanwhile", edit, rolledOut)
+	// A handover an interrupted run left goes, whatever this run found to do.
+	endingHandover := func(run func(context.Context, *Env, *stepState) (Result, error)) func(context.Context, *Env, *stepState) (Result, error) {
+		return func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			res, err := run(ctx, env, ss)
+			if err != nil || env.Options.DryRun {
+				return res, err
+			}
+			return res, h.end(ctx, env)
+		}
+	}
+	step.Install, step.Revert = endingHandover(step.Install), endingHandover(step.Revert)
+	return step
 }
 
 // swapRavenProxyDNS edits raven-proxy-dns's pod spec into coredns-yurt: the

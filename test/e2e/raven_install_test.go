@@ -14,6 +14,7 @@ import (
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -109,11 +110,13 @@ func TestRavenInstallRevert(t *testing.T) {
 		t.Fatalf("dry run changed %v\n%s", changed, out)
 	}
 
+	endpoints := observeReadyEndpoints(t, cp, "raven-proxy-dns")
 	out, err = runSync(t, cp, "install", "--profile", "raven", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test")
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	t.Logf("install:\n%s", out)
+	endpoints.check(t, "install")
 	d, err := cp.Client.AppsV1().Deployments(ns).Get(ctx, "raven-proxy-dns", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -173,11 +176,13 @@ func TestRavenInstallRevert(t *testing.T) {
 		t.Errorf("revert without --profile raven: %v\n%s", err, out)
 	}
 
+	endpoints = observeReadyEndpoints(t, cp, "raven-proxy-dns")
 	out, err = runSync(t, cp, "revert", "--profile", "raven")
 	if err != nil {
 		t.Fatalf("revert: %v\n%s", err, out)
 	}
 	t.Logf("revert:\n%s", out)
+	endpoints.check(t, "revert")
 	if changed := diffSnapshots(original, ravenSnapshot(t, cp)); len(changed) > 0 {
 		now := ravenSnapshot(t, cp)
 		for _, c := range changed {
@@ -211,5 +216,77 @@ func TestRavenInstallRevert(t *testing.T) {
 	}
 	if out, err := runSync(t, cp, "install", "--profile", "raven"); err == nil || !strings.Contains(out, "--profile raven: no ConfigMap kube-system/raven-cfg") {
 		t.Errorf("install --profile raven without raven-cfg: %v\n%s", err, out)
+	}
+}
+
+// endpointObserver polls a Service's EndpointSlices while install or revert
+// rolls its pods, as kube-proxy would see them.
+type endpointObserver struct {
+	cp   *harness.ControlPlane
+	stop chan struct{}
+	done chan struct{}
+	// empty counts the polls that found no ready endpoint; handover those
+	// that found the handover pod's.
+	polls, empty, handover int
+	answered               bool
+}
+
+func observeReadyEndpoints(t *testing.T, cp *harness.ControlPlane, service string) *endpointObserver {
+	o := &endpointObserver{cp: cp, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		for {
+			select {
+			case <-o.stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			list, err := cp.Client.DiscoveryV1().EndpointSlices(tunnelnodes.Namespace).List(context.Background(),
+				metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+			if err != nil {
+				continue
+			}
+			ready := 0
+			for _, s := range list.Items {
+				for _, e := range s.Endpoints {
+					if e.Conditions.Ready == nil || *e.Conditions.Ready {
+						ready++
+						if e.TargetRef != nil && e.TargetRef.Name == service+"-handover" {
+							o.handover++
+						}
+					}
+				}
+			}
+			// The Service's first pod may still be starting as the
+			// observer starts: a gap counts once it has answered.
+			o.polls++
+			switch {
+			case ready > 0:
+				o.answered = true
+			case o.answered:
+				o.empty++
+			}
+		}
+	}()
+	return o
+}
+
+// check: the Service had a ready endpoint at every poll, the handover pod
+// among them for a while, and neither the handover pod nor its
+// EndpointSlice is left.
+func (o *endpointObserver) check(t *testing.T, what string) {
+	t.Helper()
+	close(o.stop)
+	<-o.done
+	t.Logf("%s: %d polls of raven-proxy-dns's EndpointSlices, %d without a ready endpoint, %d with the handover pod's", what, o.polls, o.empty, o.handover)
+	if !o.answered || o.empty > 0 || o.handover == 0 {
+		t.Errorf("%s: raven-proxy-dns had no ready endpoint at %d of %d polls, the handover pod's at %d", what, o.empty, o.polls, o.handover)
+	}
+	ctx := context.Background()
+	if _, err := o.cp.Client.CoreV1().Pods(tunnelnodes.Namespace).Get(ctx, "raven-proxy-dns-handover", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("%s left the handover pod: %v", what, err)
+	}
+	if _, err := o.cp.Client.DiscoveryV1().EndpointSlices(tunnelnodes.Namespace).Get(ctx, "raven-proxy-dns-handover", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("%s left the handover EndpointSlice: %v", what, err)
 	}
 }

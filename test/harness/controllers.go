@@ -26,8 +26,11 @@ import (
 //     labelled with its template generation (a template change replaces them);
 //   - a Deployment gets a ReplicaSet and as many pods as its replicas, on
 //     Ready nodes (a template change replaces them);
-//   - a pod on a Ready node (condition Ready True) runs and is Ready with an
-//     IP; on any other node it stays Pending, as with a kubelet cut off;
+//   - an owned pod without a node is bound to the first Ready node its
+//     nodeSelector matches;
+//   - an owned pod on a Ready node (condition Ready True) runs and is Ready
+//     with an IP, and its graceful deletion is confirmed; on any other node
+//     it stays as it is, as with a kubelet cut off;
 //   - each Service with a selector gets an EndpointSlice of the pods it
 //     selects, ready as they are; pods whose controller is gone are deleted;
 //   - the DaemonSets' and Deployments' status says what their pods do.
@@ -94,6 +97,9 @@ func (p *player) round(ctx context.Context) {
 		}
 	}
 	for _, pod := range pods.Items {
+		if pod.Spec.NodeName == "" {
+			p.schedule(ctx, &pod, nodes.Items, ready)
+		}
 		p.kubelet(ctx, pod, ready[pod.Spec.NodeName])
 	}
 	p.endpointSlices(ctx)
@@ -225,10 +231,36 @@ func (p *player) deletePod(ctx context.Context, name string) {
 	_ = p.c.CoreV1().Pods(p.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 }
 
-// kubelet runs a pod on a Ready node: Running, Ready, with an IP derived
-// from its name.
+// schedule binds a pod that something owns (a test's own bare pods are
+// left alone) to the first Ready node its nodeSelector matches.
+func (p *player) schedule(ctx context.Context, pod *corev1.Pod, nodes []corev1.Node, ready map[string]bool) {
+	if len(pod.OwnerReferences) == 0 {
+		return
+	}
+	selector := labels.SelectorFromSet(pod.Spec.NodeSelector)
+	for _, n := range nodes {
+		if ready[n.Name] && selector.Matches(labels.Set(n.Labels)) {
+			binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: p.ns, UID: pod.UID},
+				Target: corev1.ObjectReference{Kind: "Node", Name: n.Name}}
+			if p.c.CoreV1().Pods(p.ns).Bind(ctx, binding, metav1.CreateOptions{}) == nil {
+				pod.Spec.NodeName = n.Name
+			}
+			return
+		}
+	}
+}
+
+// kubelet runs a pod that something owns on a Ready node: Running, Ready,
+// with an IP derived from its name; a graceful deletion is confirmed.
 func (p *player) kubelet(ctx context.Context, pod corev1.Pod, nodeReady bool) {
-	if !nodeReady || pod.Status.Phase == corev1.PodRunning || pod.Spec.NodeName == "" || metav1.GetControllerOf(&pod) == nil {
+	if !nodeReady || pod.Spec.NodeName == "" || len(pod.OwnerReferences) == 0 {
+		return
+	}
+	if pod.DeletionTimestamp != nil {
+		p.deletePod(ctx, pod.Name)
+		return
+	}
+	if pod.Status.Phase == corev1.PodRunning {
 		return
 	}
 	h := fnv.New32a()

@@ -1,0 +1,205 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// A handover keeps a Service answering while its only pod is replaced.
+// Raven's raven-proxy-dns runs one replica with a required one-per-host
+// anti-affinity, so its rollout deletes the old pod before the new one can
+// be scheduled: without help the Service has no endpoint for seconds. The
+// handover runs one extra pod of the template being rolled out (without the
+// Deployment's labels, so neither its selector nor its anti-affinity sees
+// it) and puts it behind the Service with an EndpointSlice of its own.
+type handover struct {
+	service    string // the Service kept answering
+	deployment string // whose rollout it covers
+}
+
+const (
+	// handoverManagedBy tells the EndpointSlice controller the slice is not its own.
+	handoverManagedBy = "install.yurtdns.io"
+	handoverLabel     = "yurtdns.io/handover"
+)
+
+// kubeProxyGrace is how long an endpoint change is given to reach every
+// node's kube-proxy before traffic depends on it. kube-proxy reports no such
+// moment; it syncs at most minSyncPeriod (1 s by default) after a change.
+// CoreDNS's lameduck (5 s in every stock Corefile) is the same allowance.
+var kubeProxyGrace = 5 * time.Second
+
+func (h handover) name() string { return h.deployment + "-handover" }
+
+// begin runs the handover pod from tmpl (reusing one an interrupted run
+// left), waits for it to be Ready, puts it behind the Service and gives
+// kube-proxy time to route to it.
+func (h handover) begin(ctx context.Context, env *Env, tmpl corev1.PodTemplateSpec) error {
+	pod, err := h.ensurePod(ctx, env, tmpl)
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, env.Options.Timeout, "handover pod "+h.name()+" not Ready", func(ctx context.Context) (bool, string, error) {
+		if err := env.Client.Get(ctx, key(h.name()), pod); err != nil {
+			return false, "", fmt.Errorf("reading handover pod %s: %w", h.name(), err)
+		}
+		return podReady(pod), fmt.Sprintf("pod %s %s on %q", pod.Name, pod.Status.Phase, pod.Spec.NodeName), nil
+	}); err != nil {
+		return err
+	}
+	slice, err := h.endpointSlice(ctx, env, pod)
+	if err != nil {
+		return err
+	}
+	err = env.Client.Create(ctx, slice)
+	if apierrors.IsAlreadyExists(err) {
+		err = env.Client.Update(ctx, slice)
+	}
+	if err != nil {
+		return fmt.Errorf("putting the handover pod behind Service %s: %w", h.service, err)
+	}
+	return sleep(ctx, kubeProxyGrace)
+}
+
+// ensurePod creates the handover pod, or returns the one already running.
+func (h handover) ensurePod(ctx context.Context, env *Env, tmpl corev1.PodTemplateSpec) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	err := env.Client.Get(ctx, key(h.name()), pod)
+	switch {
+	case err == nil && pod.DeletionTimestamp == nil:
+		return pod, nil
+	case err == nil:
+		if err := h.waitPodGone(ctx, env); err != nil {
+			return nil, err
+		}
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading handover pod %s: %w", h.name(), err)
+	}
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(ctx, key(h.deployment), d); err != nil {
+		return nil, fmt.Errorf("reading Deployment %s: %w", h.deployment, err)
+	}
+	pod = &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: h.name(), Namespace: tunnelnodes.Namespace,
+			Labels:      map[string]string{handoverLabel: h.deployment, ManagedByLabel: "yurtdns"},
+			Annotations: tmpl.Annotations,
+			// Garbage-collected with the Deployment if install never ends it.
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID}},
+		},
+		Spec: *tmpl.Spec.DeepCopy(),
+	}
+	pod.Spec.Affinity = nil // the anti-affinity keeps the Deployment's own pods apart, not this one
+	if err := env.Client.Create(ctx, pod); err != nil {
+		return nil, fmt.Errorf("creating handover pod %s: %w", h.name(), err)
+	}
+	return pod, nil
+}
+
+// endpointSlice is the handover pod as an endpoint of every port of the
+// Service, not managed by the EndpointSlice controller.
+func (h handover) endpointSlice(ctx context.Context, env *Env, pod *corev1.Pod) (*discoveryv1.EndpointSlice, error) {
+	svc := &corev1.Service{}
+	if err := env.Client.Get(ctx, key(h.service), svc); err != nil {
+		return nil, fmt.Errorf("reading Service %s: %w", h.service, err)
+	}
+	family := discoveryv1.AddressTypeIPv4
+	if ip := net.ParseIP(pod.Status.PodIP); ip == nil {
+		return nil, fmt.Errorf("handover pod %s has no IP", pod.Name)
+	} else if ip.To4() == nil {
+		family = discoveryv1.AddressTypeIPv6
+	}
+	var ports []discoveryv1.EndpointPort
+	for _, sp := range svc.Spec.Ports {
+		target, err := targetPort(sp, pod)
+		if err != nil {
+			return nil, fmt.Errorf("Service %s: %w", h.service, err)
+		}
+		ports = append(ports, discoveryv1.EndpointPort{Name: &sp.Name, Protocol: &sp.Protocol, Port: &target})
+	}
+	ready := true
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: h.name(), Namespace: tunnelnodes.Namespace, Labels: map[string]string{
+			discoveryv1.LabelServiceName: h.service, discoveryv1.LabelManagedBy: handoverManagedBy, handoverLabel: h.deployment}},
+		AddressType: family,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{pod.Status.PodIP},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			NodeName:   &pod.Spec.NodeName,
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		}},
+		Ports: ports,
+	}, nil
+}
+
+// targetPort is the pod's port for a Service port: its number, or the
+// container port of its name.
+func targetPort(sp corev1.ServicePort, pod *corev1.Pod) (int32, error) {
+	switch {
+	case sp.TargetPort.Type == intstr.String:
+		for _, c := range pod.Spec.Containers {
+			for _, p := range c.Ports {
+				if p.Name == sp.TargetPort.StrVal && p.Protocol == sp.Protocol {
+					return p.ContainerPort, nil
+				}
+			}
+		}
+		return 0, fmt.Errorf("port %s: no container port named %q", sp.Name, sp.TargetPort.StrVal)
+	case sp.TargetPort.IntVal != 0:
+		return sp.TargetPort.IntVal, nil
+	}
+	return sp.Port, nil
+}
+
+// end takes the handover pod out of the Service, gives kube-proxy time to
+// stop routing to it, then deletes it. A no-op without a handover.
+func (h handover) end(ctx context.Context, env *Env) error {
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: h.name(), Namespace: tunnelnodes.Namespace}}
+	err := env.Client.Delete(ctx, slice)
+	switch {
+	case err == nil:
+		if err := sleep(ctx, kubeProxyGrace); err != nil {
+			return err
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("deleting EndpointSlice %s: %w", h.name(), err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: h.name(), Namespace: tunnelnodes.Namespace}}
+	if err := client.IgnoreNotFound(env.Client.Delete(ctx, pod)); err != nil {
+		return fmt.Errorf("deleting handover pod %s: %w", h.name(), err)
+	}
+	return h.waitPodGone(ctx, env)
+}
+
+func (h handover) waitPodGone(ctx context.Context, env *Env) error {
+	return waitFor(ctx, env.Options.Timeout, "handover pod "+h.name()+" not gone", func(ctx context.Context) (bool, string, error) {
+		err := env.Client.Get(ctx, key(h.name()), &corev1.Pod{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, "terminating", err
+	})
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
