@@ -206,7 +206,7 @@ func newStatusCommand() *cobra.Command {
 	cmd.Flags().StringVar(&verifyDNS, "verify-dns", "", "Also resolve every node name at this DNS server (IP:PORT, e.g. the kube-dns ClusterIP:53) and compare")
 	cmd.Flags().BoolVar(&fromControlPlane, "verify-dns-from-control-plane", false,
 		"Also resolve every node name on each control-plane node, as kube-apiserver does there: a Job per node "+
-			"(host network, dnsPolicy ClusterFirstWithHostNet) running --sync-image, deleted afterwards")
+			"(host network, the dnsPolicy and dnsConfig of kube-apiserver's pod there) running --sync-image, deleted afterwards; --profile's rules")
 	cmd.Flags().StringVar(&f.opts.SyncImage, "sync-image", defaultSyncImage, "Image of the --verify-dns-from-control-plane Jobs")
 	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes, for --verify-dns and --verify-dns-from-control-plane")
 	return cmd

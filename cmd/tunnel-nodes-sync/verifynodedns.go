@@ -14,9 +14,10 @@ import (
 // newVerifyNodeDNSCommand is what status --verify-dns-from-control-plane
 // runs in a Job on each control-plane node: every node name resolved with
 // this process's own resolver (Go's, reading the pod's resolv.conf, which
-// is kube-apiserver's view there). Hidden: not for users.
+// is kube-apiserver's view there), compared with --profile's rules.
+// Hidden: not for users.
 func newVerifyNodeDNSCommand() *cobra.Command {
-	var kubeconfig, edgeSelector string
+	var kubeconfig, edgeSelector, profile string
 	cmd := &cobra.Command{
 		Use:    install.VerifyDNSCommand,
 		Short:  "Resolve every node name with this host's resolver and compare (run by status --verify-dns-from-control-plane)",
@@ -32,7 +33,8 @@ func newVerifyNodeDNSCommand() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			n, err := install.VerifyDNSWithResolver(cmd.Context(), &install.Env{Client: c}, net.DefaultResolver, selector, out)
+			env := &install.Env{Client: c, Options: install.Options{Profile: profile}}
+			n, err := install.VerifyDNSWithResolver(cmd.Context(), env, net.DefaultResolver, selector, out)
 			if err != nil {
 				return err
 			}
@@ -43,5 +45,6 @@ func newVerifyNodeDNSCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster when empty")
 	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes")
+	cmd.Flags().StringVar(&profile, "profile", install.ProfileYurtTunnel, "The rules to compare with: yurt-tunnel or raven")
 	return cmd
 }

@@ -126,6 +126,14 @@ func profileRules(ctx context.Context, env *Env, edge labels.Selector) (tunnelno
 	return tunnelnodes.RavenRules(tunnelnodes.RavenProxyEnabled(cfg.Data), tunnelIP), nil
 }
 
+// profileOrDefault names the profile an empty --profile means.
+func profileOrDefault(profile string) string {
+	if profile == "" {
+		return ProfileYurtTunnel
+	}
+	return profile
+}
+
 // validProfile checks --profile.
 func validProfile(profile string) error {
 	if profile != "" && profile != ProfileYurtTunnel && profile != ProfileRaven {

@@ -22,8 +22,9 @@ import (
 
 // `status --verify-dns-from-control-plane`: a Job on each control-plane
 // node resolves every node name with the resolver kube-apiserver has there
-// (host network, dnsPolicy ClusterFirstWithHostNet) and prints what it got
-// against what it should get; status reads that from the pod's log.
+// (host network, the dnsPolicy and dnsConfig of its kube-apiserver pod) and
+// prints what it got against what the profile's rules say; status reads
+// that from the pod's log.
 
 // VerifyDNSCommand is the hidden subcommand the Jobs run.
 const VerifyDNSCommand = "verify-node-dns"
@@ -53,8 +54,17 @@ func parseVerifyLog(log string) (report string, mismatches int, err error) {
 	return log[:i], n, nil
 }
 
-// verifyRBAC lets the Jobs list nodes and get the tunnel Service, and nothing else.
-func verifyRBAC() []client.Object {
+// verifyRBAC lets the Jobs list nodes and get what the profile's rules
+// read (the tunnel Service; under Raven its proxy Service and raven-cfg),
+// and nothing else.
+func verifyRBAC(profile string) []client.Object {
+	read := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{tunnelnodes.ServiceName}, Verbs: []string{"get"}}}
+	if profile == ProfileRaven {
+		read = []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{tunnelnodes.RavenServiceName}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{tunnelnodes.RavenGlobalConfigName}, Verbs: []string{"get"}},
+		}
+	}
 	meta := func(ns string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: verifyDNSName, Namespace: ns, Labels: map[string]string{ManagedByLabel: "yurtdns", jobLabel: "verify-dns"}}
 	}
@@ -64,22 +74,39 @@ func verifyRBAC() []client.Object {
 		&rbacv1.ClusterRole{ObjectMeta: meta(""), Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}}}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: meta(""), Subjects: subjects,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: verifyDNSName}},
-		&rbacv1.Role{ObjectMeta: meta(tunnelnodes.Namespace), Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"},
-			ResourceNames: []string{tunnelnodes.ServiceName}, Verbs: []string{"get"}}}},
+		&rbacv1.Role{ObjectMeta: meta(tunnelnodes.Namespace), Rules: read},
 		&rbacv1.RoleBinding{ObjectMeta: meta(tunnelnodes.Namespace), Subjects: subjects,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: verifyDNSName}},
 	}
 }
 
+// apiserverDNS is the DNS settings of kube-apiserver's pod on node (its
+// mirror pod): what its resolv.conf is made from. Without one, the
+// control-plane step's: ClusterFirstWithHostNet.
+func apiserverDNS(ctx context.Context, env *Env, node string) (corev1.DNSPolicy, *corev1.PodDNSConfig, error) {
+	pod := &corev1.Pod{}
+	err := env.Client.Get(ctx, key("kube-apiserver-"+node), pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return corev1.DNSClusterFirstWithHostNet, nil, nil
+	case err != nil:
+		return "", nil, fmt.Errorf("reading kube-apiserver's pod on %s: %w", node, err)
+	case pod.Spec.DNSPolicy == "":
+		return corev1.DNSClusterFirst, pod.Spec.DNSConfig, nil
+	}
+	return pod.Spec.DNSPolicy, pod.Spec.DNSConfig, nil
+}
+
 // verifyJob runs the check on node, in kube-apiserver's network and DNS view.
-func verifyJob(node, image, edgeSelector string, timeout time.Duration) *batchv1.Job {
+func verifyJob(node, image, edgeSelector, profile string, policy corev1.DNSPolicy, dnsConfig *corev1.PodDNSConfig, timeout time.Duration) *batchv1.Job {
 	sum := sha256.Sum256([]byte(node))
 	backoff := int32(0) // a failure is reported, not retried
 	deadline := int64(timeout.Seconds())
 	ttl := int32(600) // cleans up after a status that was killed
 	spec := corev1.PodSpec{
 		HostNetwork:        true,
-		DNSPolicy:          corev1.DNSClusterFirstWithHostNet,
+		DNSPolicy:          policy,
+		DNSConfig:          dnsConfig,
 		ServiceAccountName: verifyDNSName,
 		RestartPolicy:      corev1.RestartPolicyNever,
 		Tolerations:        []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
@@ -88,7 +115,7 @@ func verifyJob(node, image, edgeSelector string, timeout time.Duration) *batchv1
 			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
 				{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}},
 		Containers: []corev1.Container{{Name: "verify-dns", Image: image,
-			Args: []string{VerifyDNSCommand, "--edge-node-selector", edgeSelector}}},
+			Args: []string{VerifyDNSCommand, "--edge-node-selector", edgeSelector, "--profile", profile}}},
 	}
 	hardenPod(&spec)
 	hardenContainer(&spec.Containers[0])
@@ -125,14 +152,18 @@ func VerifyDNSFromControlPlane(ctx context.Context, env *Env, edgeSelector strin
 			err = cerr
 		}
 	}()
-	for _, o := range verifyRBAC() {
+	for _, o := range verifyRBAC(env.Options.Profile) {
 		if err := env.Client.Create(ctx, o); err != nil {
 			return 0, 0, fmt.Errorf("creating %T %s for the check: %w", o, verifyDNSName, err)
 		}
 	}
 	var jobs []*batchv1.Job
 	for _, n := range nodes {
-		j := verifyJob(n, image, edgeSelector, env.Options.Timeout)
+		policy, dnsConfig, err := apiserverDNS(ctx, env, n)
+		if err != nil {
+			return 0, 0, err
+		}
+		j := verifyJob(n, image, edgeSelector, profileOrDefault(env.Options.Profile), policy, dnsConfig, env.Options.Timeout)
 		if err := env.Client.Create(ctx, j); err != nil {
 			return 0, 0, fmt.Errorf("creating Job %s: %w", j.Name, err)
 		}
@@ -184,7 +215,7 @@ func cleanupVerify(ctx context.Context, env *Env) error {
 	for i := range jobs.Items {
 		objs = append(objs, &jobs.Items[i])
 	}
-	for _, o := range append(objs, verifyRBAC()...) {
+	for _, o := range append(objs, verifyRBAC(env.Options.Profile)...) {
 		err := env.Client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("cleaning up %T %s: %w", o, o.GetName(), err)

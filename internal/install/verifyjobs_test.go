@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -101,22 +102,76 @@ func FuzzParseVerifyLog(f *testing.F) {
 }
 
 // The Job runs where and as kube-apiserver resolves: on the node, host
-// network, ClusterFirstWithHostNet, with the check's own ServiceAccount.
+// network, kube-apiserver's DNS settings, with the check's own
+// ServiceAccount, comparing with the profile's rules.
 func TestVerifyJob(t *testing.T) {
-	j := verifyJob("master-1", "docker.io/yurtdns/tunnel-nodes-sync:v1", "openyurt.io/is-edge-worker=true", time.Minute)
-	s := j.Spec.Template.Spec
-	term := s.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0]
-	if !s.HostNetwork || s.DNSPolicy != corev1.DNSClusterFirstWithHostNet || s.ServiceAccountName != verifyDNSName ||
-		term.Key != "metadata.name" || term.Values[0] != "master-1" || s.RestartPolicy != corev1.RestartPolicyNever ||
-		*j.Spec.BackoffLimit != 0 || *j.Spec.ActiveDeadlineSeconds != 60 {
-		t.Errorf("job spec: %+v", j.Spec)
+	ravenDNS := &corev1.PodDNSConfig{Nameservers: []string{"10.96.0.53"}, Searches: []string{"cluster.local"}}
+	for _, tc := range []struct {
+		profile   string
+		policy    corev1.DNSPolicy
+		dnsConfig *corev1.PodDNSConfig
+	}{
+		{ProfileYurtTunnel, corev1.DNSClusterFirstWithHostNet, nil},
+		{ProfileRaven, corev1.DNSNone, ravenDNS}, // Raven's L7 docs: dnsPolicy None, raven-proxy-dns
+	} {
+		j := verifyJob("master-1", "docker.io/yurtdns/tunnel-nodes-sync:v1", "openyurt.io/is-edge-worker=true", tc.profile, tc.policy, tc.dnsConfig, time.Minute)
+		s := j.Spec.Template.Spec
+		term := s.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0]
+		if !s.HostNetwork || s.DNSPolicy != tc.policy || s.DNSConfig != tc.dnsConfig || s.ServiceAccountName != verifyDNSName ||
+			term.Key != "metadata.name" || term.Values[0] != "master-1" || s.RestartPolicy != corev1.RestartPolicyNever ||
+			*j.Spec.BackoffLimit != 0 || *j.Spec.ActiveDeadlineSeconds != 60 {
+			t.Errorf("%s: job spec: %+v", tc.profile, j.Spec)
+		}
+		c := s.Containers[0]
+		if c.Image != "docker.io/yurtdns/tunnel-nodes-sync:v1" ||
+			strings.Join(c.Args, " ") != VerifyDNSCommand+" --edge-node-selector openyurt.io/is-edge-worker=true --profile "+tc.profile ||
+			*s.SecurityContext.RunAsNonRoot != true || *c.SecurityContext.ReadOnlyRootFilesystem != true {
+			t.Errorf("%s: container: %+v", tc.profile, c)
+		}
 	}
-	c := s.Containers[0]
-	if c.Image != "docker.io/yurtdns/tunnel-nodes-sync:v1" || strings.Join(c.Args, " ") != VerifyDNSCommand+" --edge-node-selector openyurt.io/is-edge-worker=true" ||
-		*s.SecurityContext.RunAsNonRoot != true || *c.SecurityContext.ReadOnlyRootFilesystem != true {
-		t.Errorf("container: %+v", c)
-	}
-	if j.Name == verifyJob("master-2", "i", "", time.Minute).Name {
+	if verifyJob("master-1", "i", "", ProfileYurtTunnel, "", nil, time.Minute).Name == verifyJob("master-2", "i", "", ProfileYurtTunnel, "", nil, time.Minute).Name {
 		t.Error("one Job name for two nodes")
+	}
+}
+
+// The Job takes kube-apiserver's DNS settings from its mirror pod.
+func TestAPIServerDNS(t *testing.T) {
+	ravenDNS := &corev1.PodDNSConfig{Nameservers: []string{"10.96.0.53"}}
+	apiserver := func(node string, policy corev1.DNSPolicy, cfg *corev1.PodDNSConfig) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-" + node, Namespace: tunnelnodes.Namespace},
+			Spec: corev1.PodSpec{HostNetwork: true, DNSPolicy: policy, DNSConfig: cfg}}
+	}
+	env := &Env{Client: fake.NewClientBuilder().WithObjects(apiserver("raven-1", corev1.DNSNone, ravenDNS),
+		apiserver("tunnel-1", corev1.DNSClusterFirstWithHostNet, nil), apiserver("kubeadm-1", "", nil)).Build()}
+	for node, want := range map[string]corev1.DNSPolicy{
+		"raven-1": corev1.DNSNone, "tunnel-1": corev1.DNSClusterFirstWithHostNet,
+		"kubeadm-1": corev1.DNSClusterFirst, // unset: the default, the node's resolv.conf for a hostNetwork pod
+		"no-pod":    corev1.DNSClusterFirstWithHostNet,
+	} {
+		policy, cfg, err := apiserverDNS(context.Background(), env, node)
+		if err != nil || policy != want || (node == "raven-1") != (cfg != nil) {
+			t.Errorf("%s: %s %+v %v, want %s", node, policy, cfg, err, want)
+		}
+	}
+}
+
+// Under Raven the Jobs may read the proxy Service and raven-cfg, by name,
+// and no longer the yurt-tunnel Service.
+func TestVerifyRBACFollowsProfile(t *testing.T) {
+	for profile, want := range map[string]string{
+		ProfileYurtTunnel: "services/" + tunnelnodes.ServiceName,
+		ProfileRaven:      "services/" + tunnelnodes.RavenServiceName + " configmaps/" + tunnelnodes.RavenGlobalConfigName,
+	} {
+		var got []string
+		for _, o := range verifyRBAC(profile) {
+			if r, ok := o.(*rbacv1.Role); ok {
+				for _, rule := range r.Rules {
+					got = append(got, rule.Resources[0]+"/"+strings.Join(rule.ResourceNames, ","))
+				}
+			}
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s: the Role grants %v, want %s", profile, got, want)
+		}
 	}
 }

@@ -42,7 +42,7 @@ func TestStatusVerifyDNSFromControlPlaneCannotRun(t *testing.T) {
 		s := j.Spec.Template.Spec
 		if !s.HostNetwork || s.DNSPolicy != corev1.DNSClusterFirstWithHostNet || s.ServiceAccountName != "yurtdns-verify-dns" ||
 			s.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] != "master-1" ||
-			s.Containers[0].Image != "docker.io/yurtdns/tunnel-nodes-sync:missing" || strings.Join(s.Containers[0].Args, " ") != "verify-node-dns --edge-node-selector openyurt.io/is-edge-worker=true" {
+			s.Containers[0].Image != "docker.io/yurtdns/tunnel-nodes-sync:missing" || strings.Join(s.Containers[0].Args, " ") != "verify-node-dns --edge-node-selector openyurt.io/is-edge-worker=true --profile yurt-tunnel" {
 			t.Fatalf("verify Job spec: %+v", s)
 		}
 		jobName = j.Name
