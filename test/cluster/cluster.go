@@ -49,6 +49,9 @@ type Cluster struct {
 	cacheDir string
 	binDir   string
 	log      io.Writer
+	pause    string   // kubeadm's pause image, on every node
+	images   []string // the archives every node imported
+	spare    *Node
 }
 
 // The nodes: master-1, a cloud node and the control plane; worker-1, an edge node.
@@ -105,7 +108,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if c.log == nil {
 		c.log = io.Discard
 	}
-	c.Nodes = newNodes(c)
+	c.Nodes, c.spare = newNodes(c), spareNode(c)
 	started := time.Now()
 	if err := c.teardown(); err != nil {
 		return nil, fmt.Errorf("tearing down the cluster a killed run left: %w", err)
@@ -156,10 +159,12 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 		configs[n] = path
 	}
 	images, sandbox, err := c.kubeadmImages(configs[c.Master()])
+	c.pause = sandbox
 	if err != nil {
 		return err
 	}
 	images = append(images, extraImages...)
+	c.images = images
 	errs := make(chan error, len(c.Nodes))
 	for _, n := range c.Nodes {
 		go func() { errs <- n.startRuntime(images, sandbox) }()
@@ -296,18 +301,18 @@ func (c *Cluster) teardown() error {
 			os.Remove(m)
 		}
 	}
-	for _, n := range c.Nodes {
+	for _, n := range c.machines() {
 		for _, pid := range pidsInCgroup(filepath.Join("/sys/fs/cgroup/pids", n.cgroupName())) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	for _, n := range c.Nodes {
+	for _, n := range c.machines() {
 		for _, pid := range pidsInNetns(n.netns) {
 			killPID(pid, 5*time.Second)
 		}
 	}
 	var errs []error
-	for _, n := range c.Nodes {
+	for _, n := range c.machines() {
 		if err := removeCgroups(n.cgroupName()); err != nil {
 			errs = append(errs, err)
 		}
@@ -333,7 +338,7 @@ func (c *Cluster) teardown() error {
 // pidInClusterNetns guards a recorded PID against reuse by an unrelated
 // process: only one in a node's network namespace is stopped.
 func pidInClusterNetns(c *Cluster, pid int) bool {
-	for _, n := range c.Nodes {
+	for _, n := range c.machines() {
 		for _, p := range pidsInNetns(n.netns) {
 			if p == pid {
 				return true
@@ -447,6 +452,10 @@ func (c *Cluster) restoreSysctls() error {
 	}
 	return os.Remove(c.sysctlFile())
 }
+
+// PauseImage is kubeadm's pause image, present on every node: a container
+// that runs and does nothing, for stand-ins of workloads a test only edits.
+func (c *Cluster) PauseImage() string { return c.pause }
 
 // KubectlPath is the kubectl binary (use it with --kubeconfig Kubeconfig).
 func (c *Cluster) KubectlPath() string { return c.bin("kubectl") }

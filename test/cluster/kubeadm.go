@@ -88,7 +88,10 @@ const nodeRegistration = `  name: {{name}}
 
 // kubeadmConfig writes node's kubeadm configuration (init for the first
 // node, join for the others) and its kubelet patch, and returns its path.
-func (c *Cluster) kubeadmConfig(n *Node) (string, error) {
+func (c *Cluster) kubeadmConfig(n *Node) (string, error) { return c.kubeadmConfigAs(n, n.Name) }
+
+// kubeadmConfigAs is kubeadmConfig registering the node as nodeName.
+func (c *Cluster) kubeadmConfigAs(n *Node, nodeName string) (string, error) {
 	patches := filepath.Join(n.dir, "patches")
 	if err := os.MkdirAll(patches, 0o755); err != nil {
 		return "", err
@@ -111,7 +114,7 @@ func (c *Cluster) kubeadmConfig(n *Node) (string, error) {
 	text = strings.NewReplacer(
 		"{{token}}", bootstrapToken,
 		"{{ip}}", n.IP,
-		"{{name}}", n.Name,
+		"{{name}}", nodeName,
 		"{{labels}}", labels,
 		"{{patches}}", patches,
 		"{{version}}", KubernetesVersion,

@@ -47,9 +47,12 @@ func runSync(t testing.TB, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// dnsProbe asks the kube-dns Service from every node every 100 ms, as the
-// pods of a cluster do, and counts the answers that failed.
+// dnsProbe asks a DNS Service from every node every 100 ms, as the pods of
+// a cluster do, and counts the answers that failed.
 type dnsProbe struct {
+	server, name string
+	want         string // the one A record expected; any when empty
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 
@@ -64,8 +67,13 @@ type dnsProbe struct {
 
 const probeName = "kubernetes.default.svc.cluster.local"
 
+// startDNSProbe asks the kube-dns Service for the kubernetes Service.
 func startDNSProbe(nodes []*cluster.Node) *dnsProbe {
-	p := &dnsProbe{stop: make(chan struct{})}
+	return startDNSProbeOf(cluster.KubeDNSIP(), probeName, "", nodes)
+}
+
+func startDNSProbeOf(server, name, want string, nodes []*cluster.Node) *dnsProbe {
+	p := &dnsProbe{server: server, name: name, want: want, stop: make(chan struct{})}
 	for _, n := range nodes {
 		p.wg.Add(1)
 		go func() {
@@ -81,13 +89,14 @@ func startDNSProbe(nodes []*cluster.Node) *dnsProbe {
 				// As a pod's resolver asks (resolv.conf defaults: timeout 5 s,
 				// 2 attempts): a query fails when the client's lookup would.
 				asked := time.Now()
-				r, err := n.Dig(context.Background(), cluster.KubeDNSIP(), probeName, "A", "+time=5", "+tries=2")
+				r, err := n.Dig(context.Background(), p.server, p.name, "A", "+time=5", "+tries=2")
 				took := time.Since(asked)
 				failure := ""
 				switch {
 				case err != nil:
 					failure = err.Error()
-				case r.Status != "NOERROR" || len(r.Data("A")) == 0:
+				case r.Status != "NOERROR" || len(r.Data("A")) == 0,
+					p.want != "" && strings.Join(r.Data("A"), ",") != p.want:
 					failure = r.Status + " " + strings.Join(r.Data("A"), ",")
 				}
 				p.mu.Lock()
@@ -111,8 +120,8 @@ func (p *dnsProbe) finish(t *testing.T, what string) {
 	t.Helper()
 	close(p.stop)
 	p.wg.Wait()
-	t.Logf("%s: %d DNS queries through %s from the nodes, %d failed, %d answered on the second attempt only, slowest %s",
-		what, p.total, cluster.KubeDNSIP(), len(p.failures), p.retried, p.slowest.Round(time.Millisecond))
+	t.Logf("%s: %d DNS queries for %s through %s from the nodes, %d failed, %d answered on the second attempt only, slowest %s",
+		what, p.total, p.name, p.server, len(p.failures), p.retried, p.slowest.Round(time.Millisecond))
 	if p.total == 0 {
 		t.Errorf("%s: the DNS probe asked nothing", what)
 	}
@@ -207,7 +216,7 @@ func diffState(before, after map[string]string) []string {
 	return diffs
 }
 
-func createTunnelService(t *testing.T) *corev1.Service {
+func createTunnelService(t testing.TB) *corev1.Service {
 	t.Helper()
 	svc, err := cs.CoreV1().Services("kube-system").Create(context.Background(), cluster.TunnelService(), metav1.CreateOptions{})
 	if err != nil {
@@ -216,7 +225,7 @@ func createTunnelService(t *testing.T) *corev1.Service {
 	return svc
 }
 
-func deleteTunnelService(t *testing.T) {
+func deleteTunnelService(t testing.TB) {
 	t.Helper()
 	err := cs.CoreV1().Services("kube-system").Delete(context.Background(), tunnelnodes.ServiceName, metav1.DeleteOptions{})
 	if err != nil {

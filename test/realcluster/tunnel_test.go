@@ -74,7 +74,7 @@ func checkTunnelPath(t *testing.T) {
 
 // runPod creates the pod and waits until it is Ready; it is deleted when
 // the test ends.
-func runPod(t *testing.T, pod *corev1.Pod) {
+func runPod(t testing.TB, pod *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -90,7 +90,7 @@ func runPod(t *testing.T, pod *corev1.Pod) {
 	}
 }
 
-func waitPodGone(t *testing.T, name string) {
+func waitPodGone(t testing.TB, name string) {
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		if _, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			return
@@ -178,7 +178,7 @@ func endpointSlicePort(name string) bool {
 
 // waitTunnelEndpoints waits until the tunnel Service has the stand-in as a
 // ready endpoint.
-func waitTunnelEndpoints(t *testing.T) {
+func waitTunnelEndpoints(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -210,7 +210,7 @@ func podOn(t *testing.T, selector, node string) string {
 }
 
 // standinConnections reads the stand-in's counts: node → port → connections.
-func standinConnections(t *testing.T) map[string]map[string]int {
+func standinConnections(t testing.TB) map[string]map[string]int {
 	t.Helper()
 	resp, err := http.Get(kc.TunnelStandinStatsURL())
 	if err != nil {

@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// spareNode is a third machine a benchmark may bring up (AddSpareNode), an
+// edge node like worker-1. It is defined up front so that teardown removes
+// it whether or not a run brought it up.
+func spareNode(c *Cluster) *Node {
+	n := &Node{Name: "edge-spare", IP: "198.51.100.12", PodCIDR: "10.244.2.0/24", short: "s1", Edge: true}
+	n.c, n.netns, n.dir = c, "yurtdns-"+n.Name, filepath.Join(c.dir, "nodes", n.Name)
+	return n
+}
+
+// machines are the nodes and the spare, up or not: what teardown removes.
+func (c *Cluster) machines() []*Node {
+	for _, n := range c.Nodes {
+		if n.Name == c.spare.Name {
+			return c.Nodes
+		}
+	}
+	return append(c.Nodes[:len(c.Nodes):len(c.Nodes)], c.spare)
+}
+
+// AddSpareNode brings up the spare machine — its network namespace, mount
+// namespace, containerd with kubeadm's images and the other images, and its
+// kubelet waiting for a configuration — without joining it: JoinAs does,
+// under any node name.
+func (c *Cluster) AddSpareNode(ctx context.Context) (*Node, error) {
+	n := c.spare
+	if c.Node(n.Name) != nil {
+		return n, nil
+	}
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := upNodeNetwork(n, c.Nodes); err != nil {
+		return nil, err
+	}
+	for _, p := range c.Nodes {
+		if err := ip("-n", p.netns, "route", "add", n.PodCIDR, "via", n.IP); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.makeCgroups(n); err != nil {
+		return nil, err
+	}
+	if err := n.startAnchor(); err != nil {
+		return nil, err
+	}
+	if err := n.startRuntime(c.images, c.pause); err != nil {
+		return nil, err
+	}
+	c.Nodes = append(c.Nodes, n)
+	n.StartKubelet()
+	c.logf("spare node %s up, not joined", n.Name)
+	return n, nil
+}
+
+// JoinAs runs kubeadm join on the node, registering it as nodeName. A node
+// joined before is reset first (kubeadm reset, as an operator re-using a
+// machine would), so one machine can join again and again under new names;
+// the Node object of its previous name is the caller's to delete.
+func (n *Node) JoinAs(ctx context.Context, nodeName string) error {
+	if _, err := os.Stat(filepath.Join(n.StateDir("etc/kubernetes"), "kubelet.conf")); err == nil {
+		n.StopKubelet()
+		if out, err := n.Run(ctx, n.c.bin("kubeadm"), "reset", "--force", "--cri-socket", "unix:///run/containerd/containerd.sock"); err != nil {
+			return fmt.Errorf("kubeadm reset on %s: %w: %s", n.Name, err, out)
+		}
+		n.StartKubelet()
+	}
+	config, err := n.c.kubeadmConfigAs(n, nodeName)
+	if err != nil {
+		return err
+	}
+	if out, err := n.Run(ctx, n.c.bin("kubeadm"), "join", "--config", config, "-v=1"); err != nil {
+		return fmt.Errorf("kubeadm join %s as %s: %w: %s", n.Name, nodeName, err, strings.TrimSpace(out))
+	}
+	return nil
+}
