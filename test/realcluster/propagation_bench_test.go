@@ -49,7 +49,7 @@ func BenchmarkNodeAddedToAnswer(b *testing.B) {
 	if err := kc.ImportTunnelStandin(root); err != nil {
 		b.Fatal(err)
 	}
-	hostsIP := startUpstreamHostsDNS(b)
+	_, hostsIP := startUpstreamHostsDNS(b, "upstream-hosts-dns", upstreamHostsCorefile)
 
 	var names []string
 	for i := range samples {
@@ -94,13 +94,15 @@ func BenchmarkNodeAddedToAnswer(b *testing.B) {
 	}
 }
 
-// startUpstreamHostsDNS runs stock CoreDNS (kubeadm's image) with the
-// records ConfigMap mounted as a file, behind a Service; returns its ClusterIP.
-func startUpstreamHostsDNS(b *testing.B) string {
+// startUpstreamHostsDNS runs stock CoreDNS (kubeadm's image, its
+// ServiceAccount) with corefile and the records ConfigMap mounted as a file
+// at /etc/edge/tunnel-nodes, on master-1 behind a Service of its own;
+// returns the pod's labels and the Service's ClusterIP.
+func startUpstreamHostsDNS(b *testing.B, name, corefile string) (map[string]string, string) {
 	ctx := context.Background()
-	labels := map[string]string{"app": "upstream-hosts-dns"}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "upstream-hosts-dns", Namespace: "kube-system"},
-		Data: map[string]string{"Corefile": upstreamHostsCorefile}}
+	labels := map[string]string{"app": name}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
+		Data: map[string]string{"Corefile": corefile}}
 	if _, err := cs.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
@@ -110,9 +112,9 @@ func startUpstreamHostsDNS(b *testing.B) string {
 		b.Fatal(err)
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "upstream-hosts-dns", Namespace: "kube-system", Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", Labels: labels},
 		Spec: corev1.PodSpec{
-			NodeName: kc.Master().Name,
+			NodeName: kc.Master().Name, ServiceAccountName: stock.Spec.Template.Spec.ServiceAccountName, DNSPolicy: corev1.DNSDefault,
 			Containers: []corev1.Container{{
 				Name: "coredns", Image: stock.Spec.Template.Spec.Containers[0].Image, ImagePullPolicy: corev1.PullNever,
 				Args:            []string{"-conf", "/etc/coredns/Corefile"},
@@ -131,7 +133,7 @@ func startUpstreamHostsDNS(b *testing.B) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cs.CoreV1().Pods("kube-system").Delete(ctx, pod.Name, metav1.DeleteOptions{}) })
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "upstream-hosts-dns", Namespace: "kube-system"},
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
 		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "dns", Port: 53, TargetPort: intstr.FromInt32(53), Protocol: corev1.ProtocolUDP}}}}
 	svc, err = cs.CoreV1().Services("kube-system").Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {
@@ -141,7 +143,7 @@ func startUpstreamHostsDNS(b *testing.B) string {
 	if _, err := kc.WaitPod(ctx, pod.Name, 2*time.Minute, cluster.PodReady); err != nil {
 		b.Fatal(err)
 	}
-	return svc.Spec.ClusterIP
+	return labels, svc.Spec.ClusterIP
 }
 
 // waitSeen reads the watch-dns pod's log until it reports name, and returns when.
