@@ -64,8 +64,12 @@ func (h handover) begin(ctx context.Context, env *Env, tmpl corev1.PodTemplateSp
 		return err
 	}
 	err = env.Client.Create(ctx, slice)
-	if apierrors.IsAlreadyExists(err) {
-		err = env.Client.Update(ctx, slice)
+	if apierrors.IsAlreadyExists(err) { // an interrupted run's: made current
+		existing := &discoveryv1.EndpointSlice{}
+		if err = env.Client.Get(ctx, key(h.name()), existing); err == nil {
+			slice.ResourceVersion = existing.ResourceVersion
+			err = env.Client.Update(ctx, slice)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("putting the handover pod behind Service %s: %w", h.service, err)
