@@ -55,7 +55,7 @@ func (h handover) begin(ctx context.Context, env *Env, tmpl corev1.PodTemplateSp
 		if err := env.Client.Get(ctx, key(h.name()), pod); err != nil {
 			return false, "", fmt.Errorf("reading handover pod %s: %w", h.name(), err)
 		}
-		return podReady(pod), fmt.Sprintf("pod %s %s on %q", pod.Name, pod.Status.Phase, pod.Spec.NodeName), nil
+		return podReady(pod), fmt.Sprintf("phase %q, node %q", pod.Status.Phase, pod.Spec.NodeName), nil
 	}); err != nil {
 		return err
 	}
