@@ -1,6 +1,7 @@
 package install
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/yurtdns/yurtdns/deploy"
@@ -11,9 +12,14 @@ import (
 // syncStep deploys tunnel-nodes-sync from deploy/, as `kubectl apply -k` would.
 func syncStep() Step { return syncStepOf("sync", deploy.TunnelNodesSync) }
 
-// syncStepOf deploys tunnel-nodes-sync from the kustomization dir of deploy/.
+// syncDeployment is the Deployment of deploy/'s tunnel-nodes-sync, both profiles.
+const syncDeployment = "tunnel-nodes-sync"
+
+// syncStepOf deploys tunnel-nodes-sync from the kustomization dir of deploy/
+// and waits for it to roll out: a Ready replica has synced its caches, so
+// the records follow the nodes from the moment install returns.
 func syncStepOf(name, dir string) Step {
-	return objectsStep(name, func(env *Env) ([]*unstructured.Unstructured, error) {
+	step := objectsStep(name, func(env *Env) ([]*unstructured.Unstructured, error) {
 		objs, err := deploy.Render(dir)
 		if err != nil {
 			return nil, err
@@ -34,6 +40,22 @@ func syncStepOf(name, dir string) Step {
 		}
 		return objs, nil
 	})
+	install := step.Install
+	step.Install = func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+		res, err := install(ctx, env, ss)
+		if err != nil || env.Options.DryRun {
+			return res, err
+		}
+		if err := waitFor(ctx, env.Options.Timeout, "Deployment "+syncDeployment+" not rolled out",
+			deploymentRolledOut(env, syncDeployment, nil)); err != nil {
+			return Result{}, err
+		}
+		if res.Changed {
+			res.Summary += "; rolled out"
+		}
+		return res, nil
+	}
+	return step
 }
 
 // syncImage is --sync-image, else the image deploy/ names.

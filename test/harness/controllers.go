@@ -144,6 +144,12 @@ func (p *player) daemonSet(ctx context.Context, ds *appsv1.DaemonSet, nodes []co
 func (p *player) deployment(ctx context.Context, d *appsv1.Deployment, pods []corev1.Pod, ready map[string]bool) *appsv1.ReplicaSet {
 	rsName := d.Name + "-play"
 	rs, err := p.c.AppsV1().ReplicaSets(p.ns).Get(ctx, rsName, metav1.GetOptions{})
+	if ref := metav1.GetControllerOf(rs); err == nil && (ref == nil || ref.UID != d.UID) {
+		// A Deployment deleted and made again: the garbage collector's part
+		// for its old ReplicaSet, whose pods then go as orphans.
+		_ = p.c.AppsV1().ReplicaSets(p.ns).Delete(ctx, rsName, metav1.DeleteOptions{})
+		err = fmt.Errorf("ReplicaSet %s was another Deployment's", rsName)
+	}
 	if err != nil {
 		rs = &appsv1.ReplicaSet{
 			ObjectMeta: metav1.ObjectMeta{Name: rsName, Namespace: p.ns, Labels: d.Spec.Template.Labels,
