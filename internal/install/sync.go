@@ -5,14 +5,19 @@ import (
 	"fmt"
 
 	"github.com/yurtdns/yurtdns/deploy"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // syncStep deploys tunnel-nodes-sync from deploy/, as `kubectl apply -k` would.
 func syncStep() Step { return syncStepOf("sync", deploy.TunnelNodesSync) }
 
-// syncDeployment is the Deployment of deploy/'s tunnel-nodes-sync, both profiles.
+// syncDeployment names deploy/'s tunnel-nodes-sync Deployment and its
+// leader Lease (--leader-election-id's default), both profiles.
 const syncDeployment = "tunnel-nodes-sync"
 
 // syncStepOf deploys tunnel-nodes-sync from the kustomization dir of deploy/
@@ -53,6 +58,22 @@ func syncStepOf(name, dir string) Step {
 		if res.Changed {
 			res.Summary += "; rolled out"
 		}
+		return res, nil
+	}
+	revert := step.Revert
+	step.Revert = func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+		res, err := revert(ctx, env, ss)
+		if err != nil || env.Options.DryRun || !res.Changed {
+			return res, err
+		}
+		// The sync's leader Lease goes too. Its pod, losing its RBAC with
+		// the rest, cannot release it; left held, it would keep the next
+		// install's sync waiting for the lease duration before writing.
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: syncDeployment, Namespace: tunnelnodes.Namespace}}
+		if err := client.IgnoreNotFound(env.Client.Delete(ctx, lease)); err != nil {
+			return Result{}, fmt.Errorf("deleting the sync's Lease %s: %w", syncDeployment, err)
+		}
+		res.Summary += ", Lease " + tunnelnodes.Namespace + "/" + syncDeployment
 		return res, nil
 	}
 	return step

@@ -290,6 +290,9 @@ func checkReverted(t *testing.T, ctx context.Context) {
 	if _, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Deployment tunnel-nodes-sync after revert: %v", err)
 	}
+	if _, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the sync's Lease after revert: %v", err)
+	}
 	dep, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

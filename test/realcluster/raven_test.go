@@ -73,6 +73,7 @@ func TestRavenInstallAndRevert(t *testing.T) {
 		getErr(cs.CoreV1().Pods("kube-system").Get(ctx, "raven-proxy-dns-handover", metav1.GetOptions{})),
 		getErr(cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "raven-proxy-dns-yurt", metav1.GetOptions{})),
 		getErr(cs.AppsV1().Deployments("kube-system").Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})),
+		getErr(cs.CoordinationV1().Leases("kube-system").Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})),
 	} {
 		if !apierrors.IsNotFound(gone) {
 			t.Errorf("left after revert: %v", gone)
