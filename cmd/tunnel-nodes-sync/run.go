@@ -72,7 +72,7 @@ func newRunCommand() *cobra.Command {
 	f.Int32Var(&o.httpsTargetPort, "https-target-port", tunnelnodes.DefaultHTTPSTargetPort, "Target port of https-proxy-ports")
 	f.Int32Var(&o.httpTargetPort, "http-target-port", tunnelnodes.DefaultHTTPTargetPort, "Target port of http-proxy-ports")
 	f.BoolVar(&o.manager.LeaderElect, "leader-elect", true, "Elect a leader on a Lease so only one replica writes")
-	f.StringVar(&o.manager.LeaderElectionID, "leader-election-id", "tunnel-nodes-sync", "Name of the leader election Lease")
+	f.StringVar(&o.manager.LeaderElectionID, "leader-election-id", tunnelnodes.LeaderElectionID, "Name of the leader election Lease")
 	f.DurationVar(&o.manager.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the leader's last renewal before taking over")
 	f.DurationVar(&o.manager.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it stops leading; less than the lease duration")
 	f.DurationVar(&o.manager.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How often replicas try to acquire or renew the Lease")

@@ -79,14 +79,12 @@ func ravenProxyDNSStep() Step {
 			both(deploymentRolledOut(env, ravenProxyDNS, &podIPs), serviceEndpointsReady(env, ravenProxyDNS, &podIPs))); err != nil {
 			return err
 		}
-		if err := sleep(ctx, kubeProxyGrace); err != nil { // kube-proxy routes to the new pods
-			return err
-		}
-		return h.end(ctx, env)
+		return sleep(ctx, kubeProxyGrace) // kube-proxy routes to the new pods before the handover ends
 	}
 	step := fieldStep("raven-proxy-dns", "Deployment "+ravenProxyDNS+" runs coredns-yurt with ConfigMap "+ravenProxyDNSYurt+
 		" (no records file mounted); rolled out behind Service "+ravenProxyDNS+", which a handover pod answered for meanwhile", edit, rolledOut)
-	// A handover an interrupted run left goes, whatever this run found to do.
+	// The handover ends after the rollout, and one an interrupted run left
+	// goes too, whatever this run found to do.
 	endingHandover := func(run func(context.Context, *Env, *stepState) (Result, error)) func(context.Context, *Env, *stepState) (Result, error) {
 		return func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
 			res, err := run(ctx, env, ss)

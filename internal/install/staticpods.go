@@ -29,7 +29,10 @@ type KubeletWait struct {
 	Timeout time.Duration
 }
 
-func (k *KubeletWait) mirrorPod(component string) string { return component + "-" + k.Node }
+func (k *KubeletWait) mirrorPod(component string) string { return mirrorPodName(component, k.Node) }
+
+// mirrorPodName is the name the kubelet gives the mirror pod of a static pod.
+func mirrorPodName(component, node string) string { return component + "-" + node }
 
 // hash is the mirror pod's config hash before a write; found is false when
 // there is no mirror pod: no kubelet runs the manifests here (e.g. a copy

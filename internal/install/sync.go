@@ -16,8 +16,7 @@ import (
 // syncStep deploys tunnel-nodes-sync from deploy/, as `kubectl apply -k` would.
 func syncStep() Step { return syncStepOf("sync", deploy.TunnelNodesSync) }
 
-// syncDeployment names deploy/'s tunnel-nodes-sync Deployment and its
-// leader Lease (--leader-election-id's default), both profiles.
+// syncDeployment is deploy/'s tunnel-nodes-sync Deployment, both profiles.
 const syncDeployment = "tunnel-nodes-sync"
 
 // syncStepOf deploys tunnel-nodes-sync from the kustomization dir of deploy/
@@ -69,11 +68,11 @@ func syncStepOf(name, dir string) Step {
 		// The sync's leader Lease goes too. Its pod, losing its RBAC with
 		// the rest, cannot release it; left held, it would keep the next
 		// install's sync waiting for the lease duration before writing.
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: syncDeployment, Namespace: tunnelnodes.Namespace}}
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.LeaderElectionID, Namespace: tunnelnodes.Namespace}}
 		if err := client.IgnoreNotFound(env.Client.Delete(ctx, lease)); err != nil {
-			return Result{}, fmt.Errorf("deleting the sync's Lease %s: %w", syncDeployment, err)
+			return Result{}, fmt.Errorf("deleting the sync's Lease %s: %w", tunnelnodes.LeaderElectionID, err)
 		}
-		res.Summary += ", Lease " + tunnelnodes.Namespace + "/" + syncDeployment
+		res.Summary += ", Lease " + tunnelnodes.Namespace + "/" + tunnelnodes.LeaderElectionID
 		return res, nil
 	}
 	return step

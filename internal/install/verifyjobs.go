@@ -85,7 +85,7 @@ func verifyRBAC(profile string) []client.Object {
 // control-plane step's: ClusterFirstWithHostNet.
 func apiserverDNS(ctx context.Context, env *Env, node string) (corev1.DNSPolicy, *corev1.PodDNSConfig, error) {
 	pod := &corev1.Pod{}
-	err := env.Client.Get(ctx, key("kube-apiserver-"+node), pod)
+	err := env.Client.Get(ctx, key(mirrorPodName("kube-apiserver", node)), pod)
 	switch {
 	case apierrors.IsNotFound(err):
 		return corev1.DNSClusterFirstWithHostNet, nil, nil

@@ -20,6 +20,10 @@ const (
 	RavenConfigMapName = "edge-tunnel-nodes"
 	RavenServiceName   = "x-raven-proxy-internal-svc"
 
+	// LeaderElectionID is the sync's leader Lease in Namespace (its
+	// --leader-election-id default); revert deletes it.
+	LeaderElectionID = "tunnel-nodes-sync"
+
 	// EdgeNodeLabel marks an edge node (value "true").
 	EdgeNodeLabel = "openyurt.io/is-edge-worker"
 
