@@ -60,9 +60,10 @@ type dnsProbe struct {
 	total    int
 	failures []string
 	// slowest is the longest a query took, dig's own start included;
-	// retried counts the queries answered only on the second attempt.
+	// retried names the queries answered only on the second attempt (when
+	// asked, from which node), to set beside the install's step times.
 	slowest time.Duration
-	retried int
+	retried []string
 }
 
 const probeName = "kubernetes.default.svc.cluster.local"
@@ -103,7 +104,7 @@ func startDNSProbeOf(server, name, want string, nodes []*cluster.Node) *dnsProbe
 				p.total++
 				p.slowest = max(p.slowest, took)
 				if took > 5*time.Second {
-					p.retried++
+					p.retried = append(p.retried, asked.Format("15:04:05.000")+" from "+n.Name)
 				}
 				if failure != "" {
 					p.failures = append(p.failures, fmt.Sprintf("%s %s: %s", time.Now().Format("15:04:05.000"), n.Name, firstLine(failure)))
@@ -120,8 +121,8 @@ func (p *dnsProbe) finish(t *testing.T, what string) {
 	t.Helper()
 	close(p.stop)
 	p.wg.Wait()
-	t.Logf("%s: %d DNS queries for %s through %s from the nodes, %d failed, %d answered on the second attempt only, slowest %s",
-		what, p.total, p.name, p.server, len(p.failures), p.retried, p.slowest.Round(time.Millisecond))
+	t.Logf("%s: %d DNS queries for %s through %s from the nodes, %d failed, %d answered on the second attempt only %v, slowest %s",
+		what, p.total, p.name, p.server, len(p.failures), len(p.retried), p.retried, p.slowest.Round(time.Millisecond))
 	if p.total == 0 {
 		t.Errorf("%s: the DNS probe asked nothing", what)
 	}
