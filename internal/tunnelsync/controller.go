@@ -42,8 +42,8 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Named(ControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, debounced[*corev1.Node](r.cfg.Debounce, &r.trigger), nodeRecordChanged())).
-		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, debounced[*corev1.Service](r.cfg.Debounce, &r.trigger))).
-		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r.cfg.Debounce, &r.trigger)))
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, debounced[*corev1.Service](r.cfg.Debounce, &r.trigger), notOwnWrite[*corev1.Service](&r.own))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r.cfg.Debounce, &r.trigger), notOwnWrite[*corev1.ConfigMap](&r.own)))
 	for _, c := range []struct {
 		name   string
 		reader *client.Reader
@@ -82,6 +82,15 @@ func nodeRecordChanged() predicate.TypedPredicate[*corev1.Node] {
 			return !maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels) ||
 				!slices.Equal(e.ObjectOld.Status.Addresses, e.ObjectNew.Status.Addresses)
 		},
+	}
+}
+
+// notOwnWrite drops the watch event that echoes the sync's own write (see
+// ownWrites); a deletion always passes.
+func notOwnWrite[T client.Object](own *ownWrites) predicate.TypedPredicate[T] {
+	return predicate.TypedFuncs[T]{
+		CreateFunc: func(e event.TypedCreateEvent[T]) bool { return !own.isOwn(e.Object) },
+		UpdateFunc: func(e event.TypedUpdateEvent[T]) bool { return !own.isOwn(e.ObjectNew) },
 	}
 }
 

@@ -39,6 +39,8 @@ type Reconciler struct {
 	recorder    events.EventRecorder
 
 	trigger triggerClock
+	// own are the sync's latest writes: their watch events are no change.
+	own ownWrites
 	// lastPortReport avoids repeating the same bad-entry report on every sync.
 	lastPortReport string
 }
@@ -67,6 +69,44 @@ func (c *triggerClock) take(now time.Time) time.Time {
 		t = now
 	}
 	return t
+}
+
+// ownWrites remembers the resourceVersion of the sync's latest write of each
+// object it writes. The watch event echoing that write changes no input of
+// the records; let through, it would start the trigger clock early and date
+// the next real change (arriving within the debounce) before it happened.
+type ownWrites struct {
+	mu  gosync.Mutex
+	rvs map[string]string // what ("configmap", "service") -> resourceVersion
+}
+
+// write runs one write call and remembers the resourceVersion it left. The
+// lock is held across the call so that the echo's check, which takes the
+// same lock, cannot run before the resourceVersion is known.
+func (w *ownWrites) write(what string, obj client.Object, call func() error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err := call()
+	if err == nil {
+		if w.rvs == nil {
+			w.rvs = map[string]string{}
+		}
+		w.rvs[what] = obj.GetResourceVersion()
+	}
+	return err
+}
+
+// isOwn: obj is as the sync's latest write of it left it.
+func (w *ownWrites) isOwn(obj client.Object) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rv := obj.GetResourceVersion()
+	for _, own := range w.rvs {
+		if own == rv {
+			return true
+		}
+	}
+	return false
 }
 
 // Reconcile implements reconcile.Reconciler.

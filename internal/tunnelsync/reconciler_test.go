@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
 // TestReconcileAnnotatesTunnelClusterIPs: every write of the records
@@ -240,5 +241,55 @@ func TestReconcileRetriesConflicts(t *testing.T) {
 				t.Errorf("%v conflicts counted, want 1", got)
 			}
 		})
+	}
+}
+
+// TestOwnWriteEchoIsNoChange: the watch event of the sync's own write of the
+// records ConfigMap neither starts a sync nor the trigger clock, while another
+// writer's later change of the same object, and a deletion, do.
+func TestOwnWriteEchoIsNoChange(t *testing.T) {
+	ctx := context.Background()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: tunnelnodes.ServiceName},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.9", ClusterIPs: []string{"10.96.0.9"}},
+	}
+	cloud := node("cloud-1", false, internal("192.168.0.21"))
+	c := fake.NewClientBuilder().WithObjects(svc, &cloud).Build()
+	r := &Reconciler{
+		cfg: Config{Namespace: tunnelnodes.Namespace, ConfigMap: tunnelnodes.ConfigMapName, ConfigMapKey: tunnelnodes.ConfigMapKey,
+			Service: tunnelnodes.ServiceName, EdgeNodeSelector: labels.SelectorFromSet(labels.Set{tunnelnodes.EdgeNodeLabel: "true"})},
+		client: c, apiReader: c,
+	}
+	if _, err := r.Reconcile(ctx, syncRequest); err != nil {
+		t.Fatal(err)
+	}
+	written := &corev1.ConfigMap{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: tunnelnodes.Namespace, Name: tunnelnodes.ConfigMapName}, written); err != nil {
+		t.Fatal(err)
+	}
+	passes := notOwnWrite[*corev1.ConfigMap](&r.own)
+	if passes.Create(event.TypedCreateEvent[*corev1.ConfigMap]{Object: written}) {
+		t.Error("the echo of the sync's own create passed")
+	}
+	edited := written.DeepCopy()
+	edited.Data[tunnelnodes.ConfigMapKey] = "192.168.0.99\tcloud-1"
+	if err := c.Update(ctx, edited); err != nil {
+		t.Fatal(err)
+	}
+	if !passes.Update(event.TypedUpdateEvent[*corev1.ConfigMap]{ObjectOld: written, ObjectNew: edited}) {
+		t.Error("another writer's edit was taken for the sync's own write")
+	}
+	if !passes.Delete(event.TypedDeleteEvent[*corev1.ConfigMap]{Object: written}) {
+		t.Error("a deletion of the records was dropped")
+	}
+	if _, err := r.Reconcile(ctx, syncRequest); err != nil {
+		t.Fatal(err)
+	}
+	repaired := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(written), repaired); err != nil {
+		t.Fatal(err)
+	}
+	if passes.Update(event.TypedUpdateEvent[*corev1.ConfigMap]{ObjectOld: edited, ObjectNew: repaired}) {
+		t.Error("the echo of the sync's repair passed")
 	}
 }
