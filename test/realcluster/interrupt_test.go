@@ -91,7 +91,8 @@ func killInstallAfter(t *testing.T, step string) {
 	var seen []string
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
-		seen = append(seen, sc.Text())
+		// Stamped like runSync's lines, to set beside the DNS probe's.
+		seen = append(seen, time.Now().Format("15:04:05.000")+" "+sc.Text())
 		if strings.HasPrefix(sc.Text(), "["+step+"] ") {
 			cmd.Process.Kill()
 			break
