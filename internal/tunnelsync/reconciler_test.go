@@ -22,6 +22,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
+// yurtTunnelReconciler is the sync with yurt-tunnel's names, reading and
+// writing through c, without port sync.
+func yurtTunnelReconciler(c client.Client) *Reconciler {
+	return &Reconciler{
+		cfg: Config{Namespace: tunnelnodes.Namespace, ConfigMap: tunnelnodes.ConfigMapName, ConfigMapKey: tunnelnodes.ConfigMapKey,
+			Service: tunnelnodes.ServiceName, EdgeNodeSelector: labels.SelectorFromSet(labels.Set{tunnelnodes.EdgeNodeLabel: "true"})},
+		client: c, apiReader: c,
+	}
+}
+
 // TestReconcileAnnotatesTunnelClusterIPs: every write of the records
 // ConfigMap names the tunnel ClusterIPs its text was rendered for (both
 // families of a dual-stack Service), and a stored text without that
@@ -35,11 +45,7 @@ func TestReconcileAnnotatesTunnelClusterIPs(t *testing.T) {
 	}
 	edge := node("edge-1", true, internal("192.168.0.21"))
 	c := fake.NewClientBuilder().WithObjects(svc, &edge).Build()
-	r := &Reconciler{
-		cfg: Config{Namespace: tunnelnodes.Namespace, ConfigMap: tunnelnodes.ConfigMapName, ConfigMapKey: tunnelnodes.ConfigMapKey,
-			Service: tunnelnodes.ServiceName, EdgeNodeSelector: labels.SelectorFromSet(labels.Set{tunnelnodes.EdgeNodeLabel: "true"})},
-		client: c, apiReader: c,
-	}
+	r := yurtTunnelReconciler(c)
 	key := types.NamespacedName{Namespace: tunnelnodes.Namespace, Name: tunnelnodes.ConfigMapName}
 	get := func() *corev1.ConfigMap {
 		t.Helper()
@@ -255,11 +261,7 @@ func TestOwnWriteEchoIsNoChange(t *testing.T) {
 	}
 	cloud := node("cloud-1", false, internal("192.168.0.21"))
 	c := fake.NewClientBuilder().WithObjects(svc, &cloud).Build()
-	r := &Reconciler{
-		cfg: Config{Namespace: tunnelnodes.Namespace, ConfigMap: tunnelnodes.ConfigMapName, ConfigMapKey: tunnelnodes.ConfigMapKey,
-			Service: tunnelnodes.ServiceName, EdgeNodeSelector: labels.SelectorFromSet(labels.Set{tunnelnodes.EdgeNodeLabel: "true"})},
-		client: c, apiReader: c,
-	}
+	r := yurtTunnelReconciler(c)
 	if _, err := r.Reconcile(ctx, syncRequest); err != nil {
 		t.Fatal(err)
 	}
