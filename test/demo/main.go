@@ -50,6 +50,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+		fmt.Println("Torn down: every process stopped by PID; the namespaces, cgroups and kernel settings put back.")
 	}
 	if err := show(ctx, c, filepath.Join(bin, "tunnel-nodes-sync"), started); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
