@@ -3,12 +3,15 @@ package install
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -74,17 +77,17 @@ func corednsDaemonSetStep() Step {
 				res.Diffs = append(res.Diffs, dsDiff)
 			}
 			var notReady []string
-			if !env.Options.DryRun {
-				// Live before the Deployment goes: a Ready pod on every Ready
-				// node, each a ready endpoint of kube-dns.
-				var podIPs []string
-				err := waitFor(ctx, env.Options.Timeout, "DaemonSet coredns not serving on every Ready node",
-					both(daemonSetOnReadyNodes(env, corednsName, &notReady, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
-				if err != nil {
-					return Result{}, fmt.Errorf("%w; the coredns Deployment is left as it was", err)
-				}
+			var scaled bool
+			var diff, note string
+			scale := func() (err error) {
+				scaled, diff, err = replicas.install(ctx, env, ss)
+				return err
 			}
-			scaled, diff, err := replicas.install(ctx, env, ss)
+			if env.Options.DryRun {
+				err = scale()
+			} else {
+				note, err = handOffToDaemonSet(ctx, env, &notReady, scale)
+			}
 			if err != nil {
 				return Result{}, err
 			}
@@ -99,32 +102,42 @@ func corednsDaemonSetStep() Step {
 			if len(notReady) > 0 {
 				res.Summary += " (NotReady nodes not waited for: " + strings.Join(notReady, ", ") + ")"
 			}
+			if note != "" {
+				res.Summary += "; " + note
+			}
 			return res, nil
 		},
 		Revert: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			if !env.Options.DryRun {
+				if err := endHandOff(ctx, env, kubeDNSService); err != nil { // an interrupted run's
+					return Result{}, err
+				}
+			}
 			outcome, diff, err := replicas.revert(ctx, env, ss)
 			if err != nil {
 				return Result{}, err
 			}
+			deleted, note := false, ""
+			remove := func() (err error) {
+				deleted, err = deleteCreated(ctx, env, ss, namedObject("apps/v1", "DaemonSet", corednsName))
+				return err
+			}
 			// Restoring: this revert scaled the Deployment back, or an earlier
 			// one did and was interrupted before it was available.
-			// The Deployment serves (its pods are ready endpoints of kube-dns)
-			// before the DaemonSet goes: DNS keeps answering.
 			if ss.Records[replicas.key].Restoring && !env.Options.DryRun {
-				var podIPs []string
-				err := waitFor(ctx, env.Options.Timeout, "Deployment coredns not available",
-					both(deploymentServing(env, corednsName, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
-				if err != nil {
-					return Result{}, fmt.Errorf("%w; the coredns DaemonSet is kept so DNS keeps answering", err)
-				}
+				note, err = handOffToDeployment(ctx, env, remove)
+			} else {
+				err = remove()
 			}
-			deleted, err := deleteCreated(ctx, env, ss, namedObject("apps/v1", "DaemonSet", corednsName))
 			if err != nil {
 				return Result{}, err
 			}
 			summary := "Deployment coredns scaled back, available and behind kube-dns; DaemonSet coredns deleted"
 			if outcome == changedSince {
 				summary = replicas.leftAsIs()
+			}
+			if note != "" {
+				summary += "; " + note
 			}
 			res := Result{Changed: outcome == restored || deleted, Summary: summary}
 			if diff != "" {
@@ -150,4 +163,69 @@ func corednsDaemonSetStep() Step {
 			return NotApplied, "", nil
 		},
 	}
+}
+
+// handOffToDaemonSet waits until the DaemonSet serves on every Ready node,
+// behind kube-dns, then moves kube-dns's traffic off the Deployment's pods
+// (see drain) and scales it down with scale.
+func handOffToDaemonSet(ctx context.Context, env *Env, notReady *[]string, scale func() error) (note string, err error) {
+	if err := endHandOff(ctx, env, kubeDNSService); err != nil { // an interrupted run's
+		return "", err
+	}
+	var podIPs []string
+	err = waitFor(ctx, env.Options.Timeout, "DaemonSet coredns not serving on every Ready node",
+		both(daemonSetOnReadyNodes(env, corednsName, notReady, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
+	if err != nil {
+		return "", fmt.Errorf("%w; the coredns Deployment is left as it was", err)
+	}
+	ds := &appsv1.DaemonSet{}
+	if err := env.Client.Get(ctx, key(corednsName), ds); err != nil {
+		return "", fmt.Errorf("reading DaemonSet %s: %w", corednsName, err)
+	}
+	d, _, err := readDeployment(ctx, env, corednsName)
+	if err != nil {
+		return "", err
+	}
+	leaving, err := deploymentPods(ctx, env, d)
+	if err != nil {
+		return "", err
+	}
+	keep := map[string]string{templateGenerationLabel: ds.Annotations[templateGenerationAnnotation]}
+	return handOff(ctx, env, kubeDNSService, leaving, keep, scale)
+}
+
+// handOffToDeployment waits until the Deployment serves behind kube-dns,
+// then moves kube-dns's traffic off the DaemonSet's pods (see drain) and
+// deletes it with remove.
+func handOffToDeployment(ctx context.Context, env *Env, remove func() error) (note string, err error) {
+	var podIPs []string
+	err = waitFor(ctx, env.Options.Timeout, "Deployment coredns not available",
+		both(deploymentServing(env, corednsName, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
+	if err != nil {
+		return "", fmt.Errorf("%w; the coredns DaemonSet is kept so DNS keeps answering", err)
+	}
+	d, _, err := readDeployment(ctx, env, corednsName)
+	if err != nil {
+		return "", err
+	}
+	pods, err := deploymentPods(ctx, env, d)
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return podReady(&p) && p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] != "" })
+	if i < 0 {
+		return "", fmt.Errorf("Deployment %s has no Ready pod", corednsName)
+	}
+	keep := map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: pods[i].Labels[appsv1.DefaultDeploymentUniqueLabelKey]}
+	ds := &appsv1.DaemonSet{}
+	var leaving []corev1.Pod
+	switch err := env.Client.Get(ctx, key(corednsName), ds); {
+	case err == nil:
+		if leaving, err = controlledPods(ctx, env, ds.Spec.Selector, ds.UID); err != nil {
+			return "", err
+		}
+	case !apierrors.IsNotFound(err):
+		return "", fmt.Errorf("reading DaemonSet %s: %w", corednsName, err)
+	}
+	return handOff(ctx, env, kubeDNSService, leaving, keep, remove)
 }

@@ -3,7 +3,6 @@ package install
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
@@ -36,16 +35,16 @@ const (
 )
 
 // kubeProxyGrace is how long an endpoint change is given to reach every
-// node's kube-proxy before traffic depends on it. kube-proxy reports no such
-// moment; it syncs at most minSyncPeriod (1 s by default) after a change.
-// CoreDNS's lameduck (5 s in every stock Corefile) is the same allowance.
+// node's kube-proxy where a drain cannot see it happen (the pods' request
+// counters cannot be read). kube-proxy syncs at most minSyncPeriod (1 s by
+// default) after a change; CoreDNS's lameduck (5 s in every stock
+// Corefile) is the same allowance.
 var kubeProxyGrace = 5 * time.Second
 
 func (h handover) name() string { return h.deployment + "-handover" }
 
 // begin runs the handover pod from tmpl (reusing one an interrupted run
-// left), waits for it to be Ready, puts it behind the Service and gives
-// kube-proxy time to route to it.
+// left), waits for it to be Ready and puts it behind the Service.
 func (h handover) begin(ctx context.Context, env *Env, tmpl corev1.PodTemplateSpec) error {
 	pod, err := h.ensurePod(ctx, env, tmpl)
 	if err != nil {
@@ -59,22 +58,16 @@ func (h handover) begin(ctx context.Context, env *Env, tmpl corev1.PodTemplateSp
 	}); err != nil {
 		return err
 	}
-	slice, err := h.endpointSlice(ctx, env, pod)
+	ready := true
+	slice, err := serviceSlice(ctx, env, h.service, h.name(), []corev1.Pod{*pod}, discoveryv1.EndpointConditions{Ready: &ready})
 	if err != nil {
 		return err
 	}
-	err = env.Client.Create(ctx, slice)
-	if apierrors.IsAlreadyExists(err) { // an interrupted run's: made current
-		existing := &discoveryv1.EndpointSlice{}
-		if err = env.Client.Get(ctx, key(h.name()), existing); err == nil {
-			slice.ResourceVersion = existing.ResourceVersion
-			err = env.Client.Update(ctx, slice)
-		}
-	}
-	if err != nil {
+	slice.Labels[handoverLabel] = h.deployment
+	if err := applySlice(ctx, env, slice); err != nil {
 		return fmt.Errorf("putting the handover pod behind Service %s: %w", h.service, err)
 	}
-	return sleep(ctx, kubeProxyGrace)
+	return nil
 }
 
 // ensurePod creates the handover pod, or returns the one already running.
@@ -112,42 +105,6 @@ func (h handover) ensurePod(ctx context.Context, env *Env, tmpl corev1.PodTempla
 	return pod, nil
 }
 
-// endpointSlice is the handover pod as an endpoint of every port of the
-// Service, not managed by the EndpointSlice controller.
-func (h handover) endpointSlice(ctx context.Context, env *Env, pod *corev1.Pod) (*discoveryv1.EndpointSlice, error) {
-	svc := &corev1.Service{}
-	if err := env.Client.Get(ctx, key(h.service), svc); err != nil {
-		return nil, fmt.Errorf("reading Service %s: %w", h.service, err)
-	}
-	family := discoveryv1.AddressTypeIPv4
-	if ip := net.ParseIP(pod.Status.PodIP); ip == nil {
-		return nil, fmt.Errorf("handover pod %s has no IP", pod.Name)
-	} else if ip.To4() == nil {
-		family = discoveryv1.AddressTypeIPv6
-	}
-	var ports []discoveryv1.EndpointPort
-	for _, sp := range svc.Spec.Ports {
-		target, err := targetPort(sp, pod)
-		if err != nil {
-			return nil, fmt.Errorf("Service %s: %w", h.service, err)
-		}
-		ports = append(ports, discoveryv1.EndpointPort{Name: &sp.Name, Protocol: &sp.Protocol, Port: &target})
-	}
-	ready := true
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: h.name(), Namespace: tunnelnodes.Namespace, Labels: map[string]string{
-			discoveryv1.LabelServiceName: h.service, discoveryv1.LabelManagedBy: handoverManagedBy, handoverLabel: h.deployment}},
-		AddressType: family,
-		Endpoints: []discoveryv1.Endpoint{{
-			Addresses:  []string{pod.Status.PodIP},
-			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
-			NodeName:   &pod.Spec.NodeName,
-			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
-		}},
-		Ports: ports,
-	}, nil
-}
-
 // targetPort is the pod's port for a Service port: its number, or the
 // container port of its name.
 func targetPort(sp corev1.ServicePort, pod *corev1.Pod) (int32, error) {
@@ -167,24 +124,30 @@ func targetPort(sp corev1.ServicePort, pod *corev1.Pod) (int32, error) {
 	return sp.Port, nil
 }
 
-// end takes the handover pod out of the Service, gives kube-proxy time to
-// stop routing to it, then deletes it. A no-op without a handover.
-func (h handover) end(ctx context.Context, env *Env) error {
-	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: h.name(), Namespace: tunnelnodes.Namespace}}
-	err := env.Client.Delete(ctx, slice)
-	switch {
-	case err == nil:
-		if err := sleep(ctx, kubeProxyGrace); err != nil {
-			return err
+// end drains the handover pod out of the Service (see drain), then
+// deletes it. A no-op without a handover. The note says when the pod did
+// not get quiet.
+func (h handover) end(ctx context.Context, env *Env) (note string, err error) {
+	pod := &corev1.Pod{}
+	switch err := env.Client.Get(ctx, key(h.name()), pod); {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading handover pod %s: %w", h.name(), err)
+	}
+	if pod.Status.PodIP != "" {
+		d := drain{service: h.service, slice: h.name()}
+		if err := d.start(ctx, env, []corev1.Pod{*pod}); err != nil {
+			return "", err
 		}
-	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("deleting EndpointSlice %s: %w", h.name(), err)
+		if note, err = d.finish(ctx, env, []corev1.Pod{*pod}); err != nil {
+			return "", err
+		}
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: h.name(), Namespace: tunnelnodes.Namespace}}
 	if err := client.IgnoreNotFound(env.Client.Delete(ctx, pod)); err != nil {
-		return fmt.Errorf("deleting handover pod %s: %w", h.name(), err)
+		return "", fmt.Errorf("deleting handover pod %s: %w", h.name(), err)
 	}
-	return h.waitPodGone(ctx, env)
+	return note, h.waitPodGone(ctx, env)
 }
 
 func (h handover) waitPodGone(ctx context.Context, env *Env) error {

@@ -105,7 +105,7 @@ func TestHandover(t *testing.T) {
 	if err := h.begin(ctx, env, handoverTemplate()); err != nil { // again: the running pod is reused
 		t.Fatalf("second begin: %v", err)
 	}
-	if err := h.end(ctx, env); err != nil {
+	if _, err := h.end(ctx, env); err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range []error{env.Client.Get(ctx, key(h.name()), &corev1.Pod{}), env.Client.Get(ctx, key(h.name()), &discoveryv1.EndpointSlice{})} {
@@ -113,7 +113,7 @@ func TestHandover(t *testing.T) {
 			t.Errorf("after end: %v", o)
 		}
 	}
-	if err := h.end(ctx, env); err != nil {
+	if _, err := h.end(ctx, env); err != nil {
 		t.Errorf("end without a handover: %v", err)
 	}
 }

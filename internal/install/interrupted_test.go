@@ -139,7 +139,9 @@ func TestCoreDNSRevertWaitsAfterInterruptedRevert(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: new(int32(2)), // scaled back, no pod up yet
 		Selector: &metav1.LabelSelector{}}}
 	d.UID = "deployment-1"
-	c := fake.NewClientBuilder().WithObjects(d, &appsv1.DaemonSet{ObjectMeta: meta}).Build()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: kubeDNSService},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"k8s-app": "kube-dns"}}}
+	c := fake.NewClientBuilder().WithObjects(d, svc, &appsv1.DaemonSet{ObjectMeta: meta}).Build()
 	env := &Env{Client: c, Options: Options{Timeout: 300 * time.Millisecond}}
 	step := corednsDaemonSetStep()
 	ss := newStepState()
@@ -170,6 +172,7 @@ func TestCoreDNSRevertWaitsAfterInterruptedRevert(t *testing.T) {
 	}
 	for i, ip := range []string{"10.244.0.2", "10.244.0.3"} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: fmt.Sprintf("coredns-1-%d", i),
+			Labels:          map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: "1"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: new(true)}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
 		if err := c.Create(ctx, pod); err != nil {

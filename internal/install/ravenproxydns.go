@@ -58,8 +58,19 @@ func ravenProxyDNSStep() Step {
 			if err != nil {
 				return err
 			}
-			d.Spec.Template = tmpl
-			return env.Client.Update(ctx, d)
+			old, err := deploymentPods(ctx, env, d)
+			if err != nil {
+				return err
+			}
+			// No pod of the Deployment carries the handover label: the
+			// handover pod answers alone while the old pods drain and go.
+			// The handover pod's own drain, after the rollout, is the one that
+			// reports a pod that never got quiet.
+			_, err = handOff(ctx, env, ravenProxyDNS, old, map[string]string{handoverLabel: h.deployment}, func() error {
+				d.Spec.Template = tmpl
+				return env.Client.Update(ctx, d)
+			})
+			return err
 		},
 		desired: func(env *Env, cur string, _ bool) (string, error) {
 			var tmpl corev1.PodTemplateSpec
@@ -75,11 +86,8 @@ func ravenProxyDNSStep() Step {
 	}
 	rolledOut := func(ctx context.Context, env *Env) error {
 		var podIPs []string
-		if err := waitFor(ctx, env.Options.Timeout, "Deployment "+ravenProxyDNS+" not rolled out behind its Service",
-			both(deploymentRolledOut(env, ravenProxyDNS, &podIPs), serviceEndpointsReady(env, ravenProxyDNS, &podIPs))); err != nil {
-			return err
-		}
-		return sleep(ctx, kubeProxyGrace) // kube-proxy routes to the new pods before the handover ends
+		return waitFor(ctx, env.Options.Timeout, "Deployment "+ravenProxyDNS+" not rolled out behind its Service",
+			both(deploymentRolledOut(env, ravenProxyDNS, &podIPs), serviceEndpointsReady(env, ravenProxyDNS, &podIPs)))
 	}
 	step := fieldStep("raven-proxy-dns", "Deployment "+ravenProxyDNS+" runs coredns-yurt with ConfigMap "+ravenProxyDNSYurt+
 		" (no records file mounted); rolled out behind Service "+ravenProxyDNS+", which a handover pod answered for meanwhile", edit, rolledOut)
@@ -87,11 +95,20 @@ func ravenProxyDNSStep() Step {
 	// goes too, whatever this run found to do.
 	endingHandover := func(run func(context.Context, *Env, *stepState) (Result, error)) func(context.Context, *Env, *stepState) (Result, error) {
 		return func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
+			if !env.Options.DryRun {
+				if err := endHandOff(ctx, env, ravenProxyDNS); err != nil {
+					return Result{}, err
+				}
+			}
 			res, err := run(ctx, env, ss)
 			if err != nil || env.Options.DryRun {
 				return res, err
 			}
-			return res, h.end(ctx, env)
+			note, err := h.end(ctx, env)
+			if note != "" {
+				res.Summary += "; " + note
+			}
+			return res, err
 		}
 	}
 	step.Install, step.Revert = endingHandover(step.Install), endingHandover(step.Revert)

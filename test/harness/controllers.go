@@ -25,7 +25,8 @@ import (
 //   - a DaemonSet gets a pod on every node its nodeSelector matches,
 //     labelled with its template generation (a template change replaces them);
 //   - a Deployment gets a ReplicaSet and as many pods as its replicas, on
-//     Ready nodes (a template change replaces them);
+//     Ready nodes (a template change replaces them), labelled
+//     pod-template-hash like the real controller's;
 //   - an owned pod without a node is bound to the first Ready node its
 //     nodeSelector matches;
 //   - an owned pod on a Ready node (condition Ready True) runs and is Ready
@@ -189,7 +190,8 @@ func (p *player) deployment(ctx context.Context, d *appsv1.Deployment, pods []co
 		case i >= want && exists:
 			p.deletePod(ctx, name)
 		case i < want && !exists && len(nodes) > 0:
-			if p.createPod(ctx, name, nodes[i%len(nodes)], d.Spec.Template, nil, metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))) {
+			if p.createPod(ctx, name, nodes[i%len(nodes)], d.Spec.Template, map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: "play"},
+				metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))) {
 				available++ // on a Ready node: running by the end of this round
 			}
 		case i < want && exists:

@@ -200,7 +200,7 @@ func expectEveryName(t *testing.T, server string, names []string, want string, w
 		for _, name := range names {
 			deadline := time.Now().Add(within)
 			for {
-				r, err := n.Dig(context.Background(), server, name, "A", "+time=2", "+tries=1")
+				r, err := n.Dig(context.Background(), server, name, "A", "+time=1", "+tries=1")
 				got := strings.Join(r.Data("A"), ",")
 				if err == nil && got == want {
 					break
