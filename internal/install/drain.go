@@ -204,10 +204,19 @@ func handOff(ctx context.Context, env *Env, service string, leaving []corev1.Pod
 	return note, endHandOff(ctx, env, service)
 }
 
-// podsGone is done when none of the pods exists any more.
+// podsGone is done when none of the pods exists any more, but for those on
+// NotReady nodes: no kubelet confirms their deletion there (an edge node
+// cut off from the cloud is normal in OpenYurt).
 func podsGone(env *Env, pods []corev1.Pod) condition {
 	return func(ctx context.Context) (bool, string, error) {
+		_, notReady, err := readyNodes(ctx, env)
+		if err != nil {
+			return false, "", err
+		}
 		for _, p := range pods {
+			if slices.Contains(notReady, p.Spec.NodeName) {
+				continue
+			}
 			cur := &corev1.Pod{}
 			err := env.Client.Get(ctx, key(p.Name), cur)
 			switch {

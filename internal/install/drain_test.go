@@ -155,3 +155,20 @@ func TestHandOffWaitsForPodsGone(t *testing.T) {
 		t.Errorf("selector after the hand-off: %v", svc.Spec.Selector)
 	}
 }
+
+// A leaving pod on a NotReady node (no kubelet confirms its deletion) is
+// not waited for.
+func TestHandOffSkipsPodsOnNotReadyNodes(t *testing.T) {
+	ctx := context.Background()
+	old := drainPod("old", "10.244.1.2")
+	old.Spec.NodeName = "edge-1"
+	env := drainEnv(t, old)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "edge-1"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}}
+	if err := env.Client.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := handOff(ctx, env, kubeDNSService, []corev1.Pod{*old}, map[string]string{"keep": "1"}, func() error { return nil }); err != nil {
+		t.Errorf("hand-off with the leaving pod on a NotReady node: %v", err)
+	}
+}

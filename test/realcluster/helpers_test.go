@@ -48,9 +48,10 @@ func runSync(t testing.TB, args ...string) (string, error) {
 }
 
 // dnsProbe asks a DNS Service from every node every 100 ms, as the pods of
-// a cluster do, and counts the answers that failed. Each query is asked once
-// with a 1 s timeout, as the strictest client would: a query that a
-// resolver's second attempt would have saved is a failure.
+// a cluster do, over UDP and TCP in turn, and counts the answers that
+// failed. Each query is asked once with a 1 s timeout, as the strictest
+// client would: a query that a resolver's second attempt would have saved
+// is a failure.
 type dnsProbe struct {
 	server, name string
 	want         string // the one A record expected; any when empty
@@ -60,7 +61,8 @@ type dnsProbe struct {
 
 	mu       sync.Mutex
 	total    int
-	failures []string // when asked, from which node, what came back
+	tcp      int      // of total, asked over TCP
+	failures []string // when asked, from which node, over what, what came back
 	// slowest is the longest a query took, dig's own start included.
 	slowest time.Duration
 }
@@ -80,14 +82,18 @@ func startDNSProbeOf(server, name, want string, nodes []*cluster.Node) *dnsProbe
 			defer p.wg.Done()
 			tick := time.NewTicker(100 * time.Millisecond)
 			defer tick.Stop()
-			for {
+			for overTCP := false; ; overTCP = !overTCP {
 				select {
 				case <-p.stop:
 					return
 				case <-tick.C:
 				}
+				args, proto := []string{"+time=1", "+tries=1"}, "udp"
+				if overTCP {
+					args, proto = append(args, "+tcp"), "tcp"
+				}
 				asked := time.Now()
-				r, err := n.Dig(context.Background(), p.server, p.name, "A", "+time=1", "+tries=1")
+				r, err := n.Dig(context.Background(), p.server, p.name, "A", args...)
 				took := time.Since(asked)
 				failure := ""
 				switch {
@@ -99,9 +105,12 @@ func startDNSProbeOf(server, name, want string, nodes []*cluster.Node) *dnsProbe
 				}
 				p.mu.Lock()
 				p.total++
+				if overTCP {
+					p.tcp++
+				}
 				p.slowest = max(p.slowest, took)
 				if failure != "" {
-					p.failures = append(p.failures, fmt.Sprintf("asked %s from %s: %s", asked.Format("15:04:05.000"), n.Name, firstLine(failure)))
+					p.failures = append(p.failures, fmt.Sprintf("asked %s from %s over %s: %s", asked.Format("15:04:05.000"), n.Name, proto, firstLine(failure)))
 				}
 				p.mu.Unlock()
 			}
@@ -110,13 +119,20 @@ func startDNSProbeOf(server, name, want string, nodes []*cluster.Node) *dnsProbe
 	return p
 }
 
+// asked is how many queries the probe has asked so far.
+func (p *dnsProbe) asked() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.total
+}
+
 // finish stops the probe and fails the test for any failed answer.
 func (p *dnsProbe) finish(t testing.TB, what string) {
 	t.Helper()
 	close(p.stop)
 	p.wg.Wait()
-	t.Logf("%s: %d DNS queries for %s through %s from the nodes (one try, 1 s timeout), %d failed, slowest %s",
-		what, p.total, p.name, p.server, len(p.failures), p.slowest.Round(time.Millisecond))
+	t.Logf("%s: %d DNS queries (%d over TCP) for %s through %s from the nodes (one try, 1 s timeout), %d failed, slowest %s",
+		what, p.total, p.tcp, p.name, p.server, len(p.failures), p.slowest.Round(time.Millisecond))
 	if p.total == 0 {
 		t.Errorf("%s: the DNS probe asked nothing", what)
 	}

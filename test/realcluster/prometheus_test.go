@@ -57,9 +57,11 @@ func relabeledAddress(t *testing.T, serviceMonitor string, labels ...string) str
 	root, _ := harness.RepoRoot()
 	cmd := exec.Command("go", append([]string{"-C", filepath.Join(root, "test", "promrelabel"), "run", "./cmd/relabeled-address"}, labels...)...)
 	cmd.Stdin = strings.NewReader(sm)
-	out, err := cmd.CombinedOutput()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr // go run's own lines ("go: downloading ...") are not the answer
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("relabeled-address: %v\n%s", err, out)
+		t.Fatalf("relabeled-address: %v\n%s%s", err, out, stderr.String())
 	}
 	first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	_, addr, _ := strings.Cut(first, " ")
