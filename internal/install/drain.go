@@ -267,7 +267,9 @@ func narrowSelector(ctx context.Context, env *Env, service string, keep map[stri
 // are selected again before the slice that kept them serving goes).
 func endHandOff(ctx context.Context, env *Env, service string) error {
 	svc := &corev1.Service{}
-	if err := env.Client.Get(ctx, key(service), svc); err != nil {
+	switch err := env.Client.Get(ctx, key(service), svc); {
+	case apierrors.IsNotFound(err): // no selector to restore; the step's own wait reports the missing Service
+	case err != nil:
 		return fmt.Errorf("reading Service %s: %w", service, err)
 	}
 	if added, ok := svc.Annotations[narrowedSelectorAnnotation]; ok {
