@@ -7,7 +7,9 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # Evaluated once: the binaries and the image tags must name the same version
 # even if a commit lands while make runs.
 VERSION := $(VERSION)
-LDFLAGS := -X github.com/yurtdns/yurtdns/internal/version.Version=$(VERSION)
+# -s -w as CoreDNS's own release builds: no symbol table or DWARF (a third of coredns-yurt's
+# size, and of the link time of each of the image's platforms).
+LDFLAGS := -s -w -X github.com/yurtdns/yurtdns/internal/version.Version=$(VERSION)
 # The Kubernetes binaries are rebuilt only when the tools module changes. They are
 # stamped with their real version (kubeadm, the kubelet and install's version checks
 # read it; a plain go build reports v0.0.0-master).
@@ -24,12 +26,31 @@ FUZZTIME ?= 1m
 # Random fuzzing per target inside make test.
 TEST_FUZZTIME ?= 10s
 
-.PHONY: all build test unit test-tools deps fuzz soak bench demo image clean
+.PHONY: all build cross test unit test-tools deps fuzz soak bench demo image clean
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+## cross: static builds of the binaries for every platform make image writes
+## (internal/image.Platforms: linux/amd64, linux/arm64, linux/arm/v7) in bin/linux_<arch>/;
+## this machine's own platform is build's binaries, hard-linked (the same command, so the
+## same bytes), and the Go build cache keeps a second run to the link step.
+CROSS_ARCHS := amd64 arm64 arm
+COMMANDS := $(notdir $(wildcard cmd/*))
+cross: build
+	host=$$($(GO) env GOOS)/$$($(GO) env GOARCH); \
+	for arch in $(CROSS_ARCHS); do \
+		mkdir -p $(BIN)/linux_$$arch; \
+		if [ "$$host" = linux/$$arch ] && [ $$arch != arm ]; then \
+			(cd $(BIN) && ln -f $(COMMANDS) linux_$$arch/) || exit 1; \
+		else \
+			CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=7 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/linux_$$arch/ ./cmd/... || exit 1; \
+		fi; \
+	done
+# image_binaries are hack/image's --binary flags for one binary, a platform each.
+image_binaries = --binary linux/amd64=$(BIN)/linux_amd64/$(1) --binary linux/arm64=$(BIN)/linux_arm64/$(1) --binary linux/arm/v7=$(BIN)/linux_arm/$(1)
 
 ## test-tools: the Kubernetes v1.37.1 binaries, etcd, a pause binary and stock CoreDNS
 ## v1.15.0, built from the Go module proxy into bin/k8s (the envtest harness uses
@@ -59,8 +80,9 @@ $(YURTHUB_STAMP): hack/tools/yurthub/go.mod hack/tools/yurthub/go.sum
 		-o ../../../$(K8S_BIN)/yurthub github.com/openyurtio/openyurt/cmd/yurthub
 	touch $@
 
-## deps: dig and dnsperf, and for the kubeadm cluster containerd, runc, the CNI plugins,
-## iptables and conntrack, from Debian, when missing.
+## deps: dig and dnsperf, for the kubeadm cluster containerd, runc, the CNI plugins,
+## iptables and conntrack, and qemu-user (the arm images' binaries run under emulation in
+## test/imagearchive), from Debian, when missing.
 deps:
 	@missing=""; \
 	command -v dig >/dev/null || missing="$$missing bind9-dnsutils"; \
@@ -72,6 +94,7 @@ deps:
 	command -v conntrack >/dev/null || missing="$$missing conntrack"; \
 	command -v nsenter >/dev/null || missing="$$missing util-linux"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		$(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
@@ -117,14 +140,15 @@ demo: deps test-tools image
 	$(GO) build -o $(BIN)/yurtdns-demo ./test/demo
 	$(BIN)/yurtdns-demo
 
-## image: OCI image tarballs in bin/ (no container engine needed): static binary,
-## CA certificates, user 65532; coredns-yurt's entrypoint is /coredns like the stock image.
+## image: OCI image tarballs in bin/ (no container engine needed), each one image index with
+## an image per platform (linux/amd64, linux/arm64, linux/arm/v7): static binary, CA
+## certificates, user 65532; coredns-yurt's entrypoint is /coredns like the stock image.
 ## Fully qualified references: `ctr images import` keeps the name as written and the
 ## kubelet asks for the normalized docker.io/... one (install's default image flags).
-image: build
-	$(GO) run ./hack/image --binary $(BIN)/coredns-yurt --entrypoint /coredns --bind-low-ports --ports 53/udp,53/tcp,9153/tcp \
+image: cross
+	$(GO) run ./hack/image $(call image_binaries,coredns-yurt) --entrypoint /coredns --bind-low-ports --ports 53/udp,53/tcp,9153/tcp \
 		--ref docker.io/yurtdns/coredns-yurt:$(VERSION) --out $(BIN)/coredns-yurt.oci.tar
-	$(GO) run ./hack/image --binary $(BIN)/tunnel-nodes-sync --entrypoint /tunnel-nodes-sync --ports 8080/tcp,8081/tcp \
+	$(GO) run ./hack/image $(call image_binaries,tunnel-nodes-sync) --entrypoint /tunnel-nodes-sync --ports 8080/tcp,8081/tcp \
 		--ref docker.io/yurtdns/tunnel-nodes-sync:$(VERSION) --out $(BIN)/tunnel-nodes-sync.oci.tar
 
 clean:

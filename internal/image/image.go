@@ -51,6 +51,16 @@ type Spec struct {
 	// Files are more files: copies of host files (kube-proxy's iptables
 	// and conntrack with their libraries, in the test cluster's image).
 	Files []File
+	// Platform is what Binary runs on; the zero value means this machine's.
+	Platform v1.Platform
+}
+
+// Platforms are the platforms make image writes each image for: the cloud
+// nodes, arm64 gateways and arm/v7 boards at the edge.
+var Platforms = []v1.Platform{
+	{OS: "linux", Architecture: "amd64"},
+	{OS: "linux", Architecture: "arm64"},
+	{OS: "linux", Architecture: "arm", Variant: "v7"},
 }
 
 // File is one more file of an image: a host file's copy, or a symlink.
@@ -186,7 +196,11 @@ func Build(s Spec) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture, cf.Created = "linux", runtime.GOARCH, v1.Time{Time: epoch}
+	cf.OS, cf.Architecture, cf.Variant = s.Platform.OS, s.Platform.Architecture, s.Platform.Variant
+	if cf.OS == "" {
+		cf.OS, cf.Architecture = runtime.GOOS, runtime.GOARCH
+	}
+	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Entrypoint = []string{s.Entrypoint}
 	cf.Config.User = NonRoot
 	if s.User != "" {
@@ -203,6 +217,32 @@ func Build(s Spec) (v1.Image, error) {
 
 // WriteOCIArchive writes img, tagged ref, as an OCI image layout tar file.
 func WriteOCIArchive(path, ref string, img v1.Image) error {
+	return writeLayout(path, func(p layout.Path) error { return p.AppendImage(img, refName(ref)) })
+}
+
+// WriteOCIIndexArchive writes imgs, one per platform (each config's), as
+// one image index tagged ref in an OCI image layout tar file: every node
+// pulls or imports the same reference and runs its own platform's image.
+func WriteOCIIndexArchive(path, ref string, imgs []v1.Image) error {
+	var manifests []mutate.IndexAddendum
+	for _, img := range imgs {
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return err
+		}
+		manifests = append(manifests, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: cf.Platform()}})
+	}
+	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), manifests...)
+	return writeLayout(path, func(p layout.Path) error { return p.AppendIndex(idx, refName(ref)) })
+}
+
+func refName(ref string) layout.Option {
+	return layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})
+}
+
+// writeLayout writes an OCI image layout with what add puts in it, as a
+// tar file at path.
+func writeLayout(path string, add func(layout.Path) error) error {
 	dir, err := os.MkdirTemp("", "oci-layout-")
 	if err != nil {
 		return err
@@ -212,7 +252,7 @@ func WriteOCIArchive(path, ref string, img v1.Image) error {
 	if err != nil {
 		return err
 	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})); err != nil {
+	if err := add(p); err != nil {
 		return err
 	}
 	return tarDir(dir, path)

@@ -216,10 +216,11 @@ func (n *Node) startRuntime(images []string, sandboxImage string) error {
 }
 
 // ImportImages imports image archives into the node's containerd exactly as
-// the README tells a user: ctr -n k8s.io images import.
+// the README tells a user: ctr -n k8s.io images import --all-platforms (the
+// kubelet runs the node's own platform's image of the index).
 func (n *Node) ImportImages(archives ...string) error {
 	for _, a := range archives {
-		if _, err := n.Run(context.Background(), "ctr", "-n", "k8s.io", "images", "import", a); err != nil {
+		if _, err := n.Run(context.Background(), "ctr", "-n", "k8s.io", "images", "import", "--all-platforms", a); err != nil {
 			return err
 		}
 	}

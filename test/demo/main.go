@@ -75,7 +75,7 @@ func show(ctx context.Context, c *cluster.Cluster, syncBin string, started time.
 	}
 	fmt.Printf("  %s/%s ClusterIP %s\n", svc.Namespace, svc.Name, svc.Spec.ClusterIP)
 
-	step("tunnel-nodes-sync install --control-plane-jobs  (make image's images, imported with ctr -n k8s.io images import)")
+	step("tunnel-nodes-sync install --control-plane-jobs  (make image's images, imported with ctr -n k8s.io images import --all-platforms)")
 	install := exec.CommandContext(ctx, syncBin, "install", "--control-plane-jobs", "--kubeconfig", c.Kubeconfig)
 	install.Stdout, install.Stderr = indented{}, indented{}
 	start := time.Now()
