@@ -182,11 +182,7 @@ func handOffToDaemonSet(ctx context.Context, env *Env, notReady *[]string, scale
 	if err := env.Client.Get(ctx, key(corednsName), ds); err != nil {
 		return "", fmt.Errorf("reading DaemonSet %s: %w", corednsName, err)
 	}
-	d, _, err := readDeployment(ctx, env, corednsName)
-	if err != nil {
-		return "", err
-	}
-	leaving, err := deploymentPods(ctx, env, d)
+	leaving, err := corednsDeploymentPods(ctx, env)
 	if err != nil {
 		return "", err
 	}
@@ -204,11 +200,7 @@ func handOffToDeployment(ctx context.Context, env *Env, remove func() error) (no
 	if err != nil {
 		return "", fmt.Errorf("%w; the coredns DaemonSet is kept so DNS keeps answering", err)
 	}
-	d, _, err := readDeployment(ctx, env, corednsName)
-	if err != nil {
-		return "", err
-	}
-	pods, err := deploymentPods(ctx, env, d)
+	pods, err := corednsDeploymentPods(ctx, env)
 	if err != nil {
 		return "", err
 	}
@@ -228,4 +220,14 @@ func handOffToDeployment(ctx context.Context, env *Env, remove func() error) (no
 		return "", fmt.Errorf("reading DaemonSet %s: %w", corednsName, err)
 	}
 	return handOff(ctx, env, kubeDNSService, leaving, keep, remove)
+}
+
+// corednsDeploymentPods are the pods of the coredns Deployment: the ones
+// that leave kube-dns on install, and that it is handed back to on revert.
+func corednsDeploymentPods(ctx context.Context, env *Env) ([]corev1.Pod, error) {
+	d, _, err := readDeployment(ctx, env, corednsName)
+	if err != nil {
+		return nil, err
+	}
+	return deploymentPods(ctx, env, d)
 }
