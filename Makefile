@@ -26,7 +26,7 @@ FUZZTIME ?= 1m
 # Random fuzzing per target inside make test.
 TEST_FUZZTIME ?= 10s
 
-.PHONY: all build cross test unit test-tools deps fuzz soak bench demo image clean
+.PHONY: all build cross prereqs test unit test-tools deps fuzz soak bench demo image clean
 
 all: build
 
@@ -51,6 +51,11 @@ cross: build
 	done
 # image_binaries are hack/image's --binary flags for one binary, a platform each.
 image_binaries = --binary linux/amd64=$(BIN)/linux_amd64/$(1) --binary linux/arm64=$(BIN)/linux_arm64/$(1) --binary linux/arm/v7=$(BIN)/linux_arm/$(1)
+
+## prereqs: deps, then test-tools and image side by side: on a fresh machine both spend
+## minutes waiting on module downloads and single-threaded links, which the other fills.
+prereqs: deps
+	$(MAKE) -j2 test-tools image VERSION=$(VERSION)
 
 ## test-tools: the Kubernetes v1.37.1 binaries, etcd, a pause binary and stock CoreDNS
 ## v1.15.0, built from the Go module proxy into bin/k8s (the envtest harness uses
@@ -106,7 +111,7 @@ deps:
 ## real two-node kubeadm cluster (test/cluster, test/realcluster; root); then each fuzz target
 ## fuzzes for TEST_FUZZTIME.
 CLUSTER_PKGS := ./test/cluster ./test/realcluster
-test: deps test-tools image
+test: prereqs
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /test/cluster -e /test/realcluster)
 	cd test/promrelabel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
@@ -126,7 +131,7 @@ soak: deps test-tools
 
 ## bench: dnsperf (yurthosts vs hosts vs whoami), propagation, scale and sync benchmarks on the
 ## real binaries and apiserver; writes bench/results.md and bench/latency.svg (about 8 minutes).
-bench: deps test-tools image
+bench: prereqs
 	rm -rf $(BIN)/bench-data
 	set -o pipefail; YURTDNS_BENCH_OUT=$(CURDIR)/$(BIN)/bench-data $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ | tee $(BIN)/bench.txt
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem ./plugin/... | tee -a $(BIN)/bench.txt
@@ -136,7 +141,7 @@ bench: deps test-tools image
 ## demo: the real two-node kubeadm cluster (root: network and mount namespaces), install, the
 ## sync, coredns-yurt on both nodes and dig answering node names from the apiserver's view;
 ## runs until Ctrl-C, then tears the cluster down.
-demo: deps test-tools image
+demo: prereqs
 	$(GO) build -o $(BIN)/yurtdns-demo ./test/demo
 	$(BIN)/yurtdns-demo
 
