@@ -12,11 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,6 +131,25 @@ func entrypoint(t *testing.T, img v1.Image, path string) (*tar.Header, []byte) {
 // built for it.
 func platformImages(t *testing.T, name string) map[string][]byte {
 	t.Helper()
+	checkedMu.Lock()
+	defer checkedMu.Unlock()
+	if binaries, ok := checked[name]; ok {
+		return binaries
+	}
+	binaries := checkArchive(t, name)
+	checked[name] = binaries
+	return binaries
+}
+
+// checked are the archives checked so far, by name: each is unpacked and
+// checked once, whichever test asks first.
+var (
+	checkedMu sync.Mutex
+	checked   = map[string]map[string][]byte{}
+)
+
+func checkArchive(t *testing.T, name string) map[string][]byte {
+	t.Helper()
 	ref, idx := openArchive(t, filepath.Join(binDir(t), name+".oci.tar"))
 	if !strings.HasPrefix(ref, "docker.io/yurtdns/"+name+":") {
 		t.Errorf("reference %q, want docker.io/yurtdns/%s:VERSION", ref, name)
@@ -225,7 +244,7 @@ func TestArmCoreDNSAnswersUnderEmulation(t *testing.T) {
 	binaries := platformImages(t, "coredns-yurt")
 	for arch := range emulators {
 		t.Run(arch, func(t *testing.T) {
-			port := freePort(t)
+			port := harness.FreePort(t)
 			corefile := filepath.Join(t.TempDir(), "Corefile")
 			conf := fmt.Sprintf(".:%d {\n    bind 127.0.0.1\n    hosts {\n        198.51.100.77 emulated-%s.example\n    }\n}\n", port, arch)
 			if err := os.WriteFile(corefile, []byte(conf), 0o644); err != nil {
@@ -254,16 +273,6 @@ func TestArmCoreDNSAnswersUnderEmulation(t *testing.T) {
 			}
 		})
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port
 }
 
 // The same binaries give the same archive, byte for byte.
