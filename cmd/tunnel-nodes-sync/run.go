@@ -29,6 +29,8 @@ type runOptions struct {
 	httpTargetPort   int32
 	manager          tunnelsync.ManagerOptions
 	debounce         time.Duration
+	shardsNamespace  string
+	singleConfigMap  bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -54,6 +56,7 @@ func newRunCommand() *cobra.Command {
 				return err
 			}
 			ctrl.Log.Info("Starting tunnel-nodes-sync", "namespace", cfg.Namespace, "configmap", cfg.ConfigMap,
+				"shardsNamespace", cfg.ShardsNamespace, "singleConfigMap", !cfg.SkipSingleConfigMap,
 				"service", cfg.Service, "serverConfig", cfg.ServerConfig, "ravenConfig", cfg.RavenConfig, "edgeNodeSelector", cfg.EdgeNodeSelector.String(),
 				"debounce", cfg.Debounce, "leaderElect", o.manager.LeaderElect)
 			return mgr.Start(ctrl.SetupSignalHandler())
@@ -79,6 +82,10 @@ func newRunCommand() *cobra.Command {
 	f.StringVar(&o.manager.MetricsBindAddress, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it")
 	f.StringVar(&o.manager.HealthProbeBindAddress, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz")
 	f.StringVar(&o.manager.PprofBindAddress, "pprof-bind-address", "", "Address of net/http/pprof for profiling; off when empty")
+	f.StringVar(&o.shardsNamespace, "shards-namespace", tunnelnodes.ShardsNamespace, "Namespace of its own for the records' shards (small ConfigMaps that coredns-yurt watches instead of the whole records ConfigMap); empty writes only the single ConfigMap")
+	f.BoolVar(&o.singleConfigMap, "single-configmap", true, "Also write the single records ConfigMap (upstream's format, for other readers) while it fits in 1 MiB")
+	f.Float32Var(&o.manager.QPS, "kube-api-qps", 100, "Requests per second to the apiserver (a new shard set is thousands of writes)")
+	f.IntVar(&o.manager.Burst, "kube-api-burst", 200, "Burst of requests to the apiserver")
 	f.DurationVar(&o.debounce, "debounce", 50*time.Millisecond, "Longest delay before a change is written; changes within it are written together")
 	return cmd
 }
@@ -109,6 +116,7 @@ func (o *runOptions) config(flags *pflag.FlagSet) (tunnelsync.Config, error) {
 		Namespace: o.namespace, ConfigMap: o.configMap, ConfigMapKey: o.configMapKey, Service: o.service,
 		ServerConfig: o.serverConfig, RavenConfig: o.ravenConfig, EdgeNodeSelector: selector,
 		HTTPSTargetPort: o.httpsTargetPort, HTTPTargetPort: o.httpTargetPort, Debounce: o.debounce,
+		ShardsNamespace: o.shardsNamespace, SkipSingleConfigMap: !o.singleConfigMap,
 	}
 	return cfg, cfg.Validate()
 }

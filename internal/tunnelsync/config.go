@@ -27,6 +27,12 @@ type Config struct {
 	EdgeNodeSelector labels.Selector
 	HTTPSTargetPort  int32
 	HTTPTargetPort   int32
+	// ShardsNamespace holds the records' shards (tunnelnodes.ShardsNamespace);
+	// empty writes only the single ConfigMap.
+	ShardsNamespace string
+	// SkipSingleConfigMap stops writing the single records ConfigMap (its
+	// readers then need the shards).
+	SkipSingleConfigMap bool
 	// Debounce is the longest a change waits before it is written; changes
 	// within it are written together.
 	Debounce time.Duration
@@ -57,8 +63,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("edge node selector must be set")
 	case c.HTTPSTargetPort < 1 || c.HTTPSTargetPort > 65535 || c.HTTPTargetPort < 1 || c.HTTPTargetPort > 65535:
 		return fmt.Errorf("target ports must be 1-65535")
+	case c.ShardsNamespace == c.Namespace:
+		return fmt.Errorf("shards need a namespace of their own, not %s (readers list every ConfigMap in it)", c.Namespace)
+	case c.ShardsNamespace == "" && c.SkipSingleConfigMap:
+		return fmt.Errorf("with no shards namespace and no single ConfigMap nothing would be written")
 	case c.Debounce < 0:
 		return fmt.Errorf("debounce must not be negative")
+	}
+	if c.ShardsNamespace != "" {
+		if err := tunnelnodes.ValidShardsOf(c.ConfigMap); err != nil {
+			return fmt.Errorf("configmap: %w", err)
+		}
 	}
 	return nil
 }

@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/internal/version"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -30,6 +32,10 @@ type ManagerOptions struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	MetricsBindAddress                        string
 	HealthProbeBindAddress                    string
+	// QPS and Burst limit the client's requests, as --kube-api-qps and
+	// --kube-api-burst of the Kubernetes controllers do.
+	QPS   float32
+	Burst int
 	// PprofBindAddress serves net/http/pprof when set (off by default).
 	PprofBindAddress string
 }
@@ -37,6 +43,9 @@ type ManagerOptions struct {
 // Validate checks the leader election timings as client-go's leader
 // elector would, but naming the flags.
 func (o ManagerOptions) Validate() error {
+	if o.QPS <= 0 || o.Burst < 1 {
+		return fmt.Errorf("--kube-api-qps (%g) and --kube-api-burst (%d) must be positive", o.QPS, o.Burst)
+	}
 	if !o.LeaderElect {
 		return nil
 	}
@@ -62,8 +71,9 @@ func (o ManagerOptions) Validate() error {
 func UserAgent() string { return "tunnel-nodes-sync/" + version.Version }
 
 // NewManager builds the controller-runtime manager with caches limited to
-// what the sync reads: Nodes stripped to name, labels and addresses, and
-// the one Service and one ConfigMap, each field-selected by name; and sets
+// what the sync reads: Nodes stripped to name, labels and addresses, the one
+// Service and the one records ConfigMap, each field-selected by name, and
+// the shards, label-selected in their namespace; and sets
 // the sync controller up in it.
 func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manager.Manager, error) {
 	if err := cfg.Validate(); err != nil {
@@ -74,19 +84,22 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 	}
 	restConfig = rest.CopyConfig(restConfig)
 	restConfig.UserAgent = UserAgent()
-	// client-go's default (5 QPS, burst 10) would space writes 200 ms apart
-	// once a burst is spent; writes are already coalesced by the debounce.
-	if restConfig.QPS == 0 {
-		restConfig.QPS, restConfig.Burst = 50, 100
-	}
+	restConfig.QPS, restConfig.Burst = opts.QPS, opts.Burst
 	inNamespace := map[string]cache.Config{cfg.Namespace: {}}
+	// The single records ConfigMap by name; the shards by their label.
+	configMaps := map[string]cache.Config{cfg.Namespace: {FieldSelector: byName(cfg.ConfigMap)}}
+	if cfg.ShardsNamespace != "" {
+		configMaps[cfg.ShardsNamespace] = cache.Config{
+			LabelSelector: labels.SelectorFromSet(labels.Set{tunnelnodes.RecordsOfLabel: cfg.ConfigMap}),
+		}
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Node{}:      {Transform: stripNode},
 				&corev1.Service{}:   {Namespaces: inNamespace, Field: byName(cfg.Service)},
-				&corev1.ConfigMap{}: {Namespaces: inNamespace, Field: byName(cfg.ConfigMap)},
+				&corev1.ConfigMap{}: {Namespaces: configMaps},
 			},
 		},
 		LeaderElection:                opts.LeaderElect,

@@ -7,14 +7,15 @@ import (
 )
 
 func TestManagerOptionsValidate(t *testing.T) {
-	valid := ManagerOptions{LeaderElect: true, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	valid := ManagerOptions{QPS: 100, Burst: 200, LeaderElect: true, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	for _, tc := range []struct {
 		name    string
 		mutate  func(*ManagerOptions)
 		wantErr string
 	}{
 		{"defaults", func(*ManagerOptions) {}, ""},
-		{"no leader election ignores timings", func(o *ManagerOptions) { *o = ManagerOptions{} }, ""},
+		{"no leader election ignores timings", func(o *ManagerOptions) { *o = ManagerOptions{QPS: 1, Burst: 1} }, ""},
+		{"no QPS", func(o *ManagerOptions) { o.QPS = 0 }, "--kube-api-qps (0) and --kube-api-burst (200) must be positive"},
 		{"zero retry period", func(o *ManagerOptions) { o.RetryPeriod = 0 }, "--leader-elect-retry-period (0s) must be positive"},
 		{"negative lease", func(o *ManagerOptions) { o.LeaseDuration = -time.Second }, "--leader-elect-lease-duration (-1s) must be positive"},
 		{"renew not shorter than lease", func(o *ManagerOptions) { o.RenewDeadline = o.LeaseDuration }, "must be longer than --leader-elect-renew-deadline"},

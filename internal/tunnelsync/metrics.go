@@ -15,11 +15,11 @@ var (
 	recordsGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts(metric("records",
 		"Nodes in the last computed records, by kind: edge, cloud, or skipped (no usable name or address).")), []string{"kind"})
 	writesTotal = prometheus.NewCounterVec(prometheus.CounterOpts(metric("writes_total",
-		"Writes to the records ConfigMap or the tunnel Service.")), []string{"object"})
+		"Writes to the records ConfigMap, a shard (deletes included) or the tunnel Service.")), []string{"object"})
 	conflictsTotal = prometheus.NewCounterVec(prometheus.CounterOpts(metric("write_conflicts_total",
 		"Writes rejected because the object changed since it was read; each is re-read and recomputed.")), []string{"object"})
 	errorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts(metric("errors_total",
-		"Syncs that could not write, by reason: too_large, no_tunnel_ip, api.")), []string{"reason"})
+		"Syncs that could not write, by reason: too_large (the single ConfigMap), no_tunnel_ip, no_shards_namespace, api.")), []string{"reason"})
 	badPortEntriesTotal = prometheus.NewCounter(prometheus.CounterOpts(metric("bad_port_entries_total",
 		"Server config port entries skipped because they are not valid or collide with another Service port.")))
 	syncDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -27,11 +27,15 @@ var (
 		Help:    "Time to compute and write the desired state once.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	})
+	singleConfigMapFits = prometheus.NewGauge(prometheus.GaugeOpts(metric("single_configmap_fits",
+		"1 while the records fit in the single records ConfigMap (1 MiB), 0 when they no longer do and it is not written.")))
+	shardsGauge = prometheus.NewGauge(prometheus.GaugeOpts(metric("shards",
+		"ConfigMaps of the records' shard set last written (0: shards are off or not written yet).")))
 	lastSuccessTimestamp = prometheus.NewGauge(prometheus.GaugeOpts(metric("last_success_timestamp_seconds",
 		"When the records and ports were last confirmed in sync.")))
 )
 
 func init() {
 	metrics.Registry.MustRegister(recordsGauge, writesTotal, conflictsTotal, errorsTotal,
-		badPortEntriesTotal, syncDuration, lastSuccessTimestamp)
+		badPortEntriesTotal, syncDuration, singleConfigMapFits, shardsGauge, lastSuccessTimestamp)
 }

@@ -70,7 +70,8 @@ func TestRavenRecordsGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rules := tunnelnodes.RavenRules(tunnelnodes.RavenProxyEnabled(tc.cfg), tc.proxyIP)
-			text, counts, _ := desiredRecords(nodes, rules)
+			entries, counts, _ := desiredRecords(nodes, rules)
+			text := tunnelnodes.RenderHosts(entries)
 			if text != tc.want {
 				t.Errorf("records text:\n%q\nwant (upstream's):\n%q", text, tc.want)
 			}

@@ -2,6 +2,7 @@ package tunnelsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -41,6 +42,12 @@ type Reconciler struct {
 	trigger triggerClock
 	// own are the sync's latest writes: their watch events are no change.
 	own ownWrites
+	// singleTooLarge: the records were over the single ConfigMap's limit
+	// at the last sync (said once, on the change).
+	singleTooLarge bool
+	// shardsNamespaceMissing: the last shard write found no namespace
+	// (said once, on the change).
+	shardsNamespaceMissing bool
 	// lastPortReport avoids repeating the same bad-entry report on every sync.
 	lastPortReport string
 }
@@ -76,37 +83,45 @@ func (c *triggerClock) take(now time.Time) time.Time {
 // the records; let through, it would start the trigger clock early and date
 // the next real change (arriving within the debounce) before it happened.
 type ownWrites struct {
-	mu  gosync.Mutex
-	rvs map[string]string // what ("configmap", "service") -> resourceVersion
+	// inflight is held shared by each write call (shards are written in
+	// parallel) and exclusively by isOwn, so that an echo's check cannot run
+	// before the resourceVersion of its write is known.
+	inflight gosync.RWMutex
+	mu       gosync.Mutex
+	rvs      map[types.NamespacedName]string
 }
 
-// write runs one write call and remembers the resourceVersion it left. The
-// lock is held across the call so that the echo's check, which takes the
-// same lock, cannot run before the resourceVersion is known.
-func (w *ownWrites) write(what string, obj client.Object, call func() error) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// write runs one write call and remembers the resourceVersion it left.
+func (w *ownWrites) write(obj client.Object, call func() error) error {
+	w.inflight.RLock()
+	defer w.inflight.RUnlock()
 	err := call()
 	if err == nil {
+		w.mu.Lock()
 		if w.rvs == nil {
-			w.rvs = map[string]string{}
+			w.rvs = map[types.NamespacedName]string{}
 		}
-		w.rvs[what] = obj.GetResourceVersion()
+		w.rvs[client.ObjectKeyFromObject(obj)] = obj.GetResourceVersion()
+		w.mu.Unlock()
 	}
 	return err
 }
 
-// isOwn: obj is as the sync's latest write of it left it.
-func (w *ownWrites) isOwn(obj client.Object) bool {
+// forget drops a deleted object.
+func (w *ownWrites) forget(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	rv := obj.GetResourceVersion()
-	for _, own := range w.rvs {
-		if own == rv {
-			return true
-		}
-	}
-	return false
+	delete(w.rvs, key)
+}
+
+// isOwn: obj is as the sync's latest write of it left it.
+func (w *ownWrites) isOwn(obj client.Object) bool {
+	w.inflight.Lock()
+	w.inflight.Unlock() //nolint:staticcheck // only waits for the writes in flight
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rv, ok := w.rvs[client.ObjectKeyFromObject(obj)]
+	return ok && rv == obj.GetResourceVersion()
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -135,7 +150,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		errorsTotal.WithLabelValues("api").Inc()
 		return reconcile.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	text, counts, skipped := desiredRecords(nodes.Items, rules)
+	entries, counts, skipped := desiredRecords(nodes.Items, rules)
 	recordsGauge.WithLabelValues("edge").Set(float64(counts.Edge))
 	recordsGauge.WithLabelValues("cloud").Set(float64(counts.Cloud))
 	recordsGauge.WithLabelValues("skipped").Set(float64(counts.Skipped))
@@ -143,8 +158,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		logger.V(1).Info("Node skipped", "node", s.Name, "reason", s.Reason)
 	}
 
-	if err := r.syncRecords(ctx, text, clusterIPs, counts, triggered); err != nil {
-		return reconcile.Result{}, err
+	annotations := map[string]string{
+		tunnelnodes.LastChangeTriggerTimeAnnotation: triggered.UTC().Format(time.RFC3339Nano),
+		tunnelnodes.TunnelClusterIPsAnnotation:      clusterIPs,
+	}
+	if !r.cfg.SkipSingleConfigMap {
+		if err := r.syncRecords(ctx, tunnelnodes.RenderHosts(entries), annotations, counts, triggered); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	var result reconcile.Result
+	if r.cfg.ShardsNamespace != "" {
+		var err error
+		if result, err = r.syncShards(ctx, entries, annotations); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	if r.serverConfig != nil {
 		if err := r.syncPorts(ctx); err != nil {
@@ -152,7 +180,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		}
 	}
 	lastSuccessTimestamp.SetToCurrentTime()
-	return reconcile.Result{}, nil
+	return result, nil
 }
 
 // rules are the profile's rules for the cluster as it is now, and the
@@ -188,31 +216,31 @@ func (r *Reconciler) rules(ctx context.Context, svc *corev1.Service) (rules tunn
 	return tunnelnodes.YurtTunnelRules(r.cfg.EdgeNodeSelector, tunnelIP), clusterIPs, true, nil
 }
 
-// syncRecords writes text and the ClusterIPs it was rendered for into the
-// records ConfigMap when either differs, keeping every other key, label and
-// annotation.
-func (r *Reconciler) syncRecords(ctx context.Context, text, clusterIPs string, counts recordCounts, triggered time.Time) error {
+// syncRecords writes text and the annotations into the single records
+// ConfigMap when the text or the ClusterIPs differ, keeping every other key,
+// label and annotation. A text over the ConfigMap limit is not written (the
+// stored one stays): that is said once, when it stops fitting.
+func (r *Reconciler) syncRecords(ctx context.Context, text string, annotations map[string]string, counts recordCounts, triggered time.Time) error {
 	logger := log.FromContext(ctx)
 	key := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.ConfigMap}
-	if len(text) > tunnelnodes.MaxHostsBytes {
+	fits := len(text) <= tunnelnodes.MaxHostsBytes
+	if fits {
+		singleConfigMapFits.Set(1)
+	} else {
+		singleConfigMapFits.Set(0)
 		errorsTotal.WithLabelValues("too_large").Inc()
-		err := fmt.Errorf("records for %d nodes are %d bytes, over the %d byte ConfigMap limit: not written, the stored records stay",
-			counts.Edge+counts.Cloud, len(text), tunnelnodes.MaxHostsBytes)
-		logger.Error(err, "Records too large", "configmap", key.String())
-		cm := &corev1.ConfigMap{}
-		if r.client.Get(ctx, key, cm) == nil {
-			r.recorder.Eventf(cm, nil, corev1.EventTypeWarning, "RecordsTooLarge", "Sync", err.Error())
-		}
+	}
+	if fits == r.singleTooLarge { // it changed: say so once
+		r.reportSingleFits(ctx, key, fits, len(text), counts)
+	}
+	r.singleTooLarge = !fits
+	if !fits {
 		return nil
 	}
-
-	annotations := map[string]string{
-		tunnelnodes.LastChangeTriggerTimeAnnotation: triggered.UTC().Format(time.RFC3339Nano),
-		tunnelnodes.TunnelClusterIPsAnnotation:      clusterIPs,
-	}
+	clusterIPs := annotations[tunnelnodes.TunnelClusterIPsAnnotation]
 	done, err := writeConflictSafe(ctx, r, "configmap", key, func(cm *corev1.ConfigMap, found bool) write {
 		if !found {
-			cm.ObjectMeta = metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Annotations: annotations}
+			cm.ObjectMeta = metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Annotations: maps.Clone(annotations)}
 			cm.Data = map[string]string{r.cfg.ConfigMapKey: text}
 			return create
 		}
@@ -242,6 +270,27 @@ func (r *Reconciler) syncRecords(ctx context.Context, text, clusterIPs string, c
 			"skipped", counts.Skipped, "sinceTrigger", time.Since(triggered))
 	}
 	return nil
+}
+
+// reportSingleFits logs, and records as an event on the ConfigMap, that the
+// records stopped (or started again) fitting in the single ConfigMap.
+func (r *Reconciler) reportSingleFits(ctx context.Context, key types.NamespacedName, fits bool, size int, counts recordCounts) {
+	logger := log.FromContext(ctx)
+	cm := &corev1.ConfigMap{}
+	found := r.client.Get(ctx, key, cm) == nil
+	if fits {
+		logger.Info("Records fit in the single ConfigMap again; writing it", "configmap", key.String(), "bytes", size)
+		return
+	}
+	msg := fmt.Sprintf("records for %d nodes are %d bytes, over the %d byte ConfigMap limit: not written, the stored records stay",
+		counts.Edge+counts.Cloud, size, tunnelnodes.MaxHostsBytes)
+	if r.cfg.ShardsNamespace != "" {
+		msg += "; the shards in namespace " + r.cfg.ShardsNamespace + " hold every record"
+	}
+	logger.Error(errors.New(msg), "Records too large for the single ConfigMap", "configmap", key.String())
+	if found {
+		r.recorder.Eventf(cm, nil, corev1.EventTypeWarning, "RecordsTooLarge", "Sync", msg)
+	}
 }
 
 // syncPorts makes the tunnel Service's dnat-* ports match the server config.

@@ -16,10 +16,11 @@ type skippedNode struct {
 	Name, Reason string
 }
 
-// desiredRecords computes the records text for all nodes by the profile's
-// rules. A node without an address, or whose name or address would break
-// the hosts format, is skipped. Edge counts the nodes mapped to the tunnel.
-func desiredRecords(nodes []corev1.Node, rules tunnelnodes.Rules) (string, recordCounts, []skippedNode) {
+// desiredRecords computes the records of all nodes by the profile's rules,
+// one entry per node. A node without an address, or whose name or address
+// would break the hosts format, is skipped. Edge counts the nodes mapped to
+// the tunnel.
+func desiredRecords(nodes []corev1.Node, rules tunnelnodes.Rules) ([]tunnelnodes.HostEntry, recordCounts, []skippedNode) {
 	var counts recordCounts
 	var skipped []skippedNode
 	entries := make([]tunnelnodes.HostEntry, 0, len(nodes))
@@ -43,5 +44,5 @@ func desiredRecords(nodes []corev1.Node, rules tunnelnodes.Rules) (string, recor
 		}
 	}
 	counts.Skipped = len(skipped)
-	return tunnelnodes.RenderHosts(entries), counts, skipped
+	return entries, counts, skipped
 }

@@ -47,7 +47,8 @@ func TestDesiredRecordsGolden(t *testing.T) {
 	}
 	nodes[len(nodes)-1].Labels[tunnelnodes.EdgeNodeLabel] = "false"
 	selector, _ := labels.Parse(DefaultEdgeNodeSelector)
-	text, counts, skipped := desiredRecords(nodes, tunnelnodes.YurtTunnelRules(selector, netip.MustParseAddr("10.96.0.9")))
+	entries, counts, skipped := desiredRecords(nodes, tunnelnodes.YurtTunnelRules(selector, netip.MustParseAddr("10.96.0.9")))
+	text := tunnelnodes.RenderHosts(entries)
 	golden := "10.96.0.9\tedge-10\n" +
 		"10.96.0.9\tedge-2\n" +
 		"10.96.0.9\tedge-node-1\n" +

@@ -41,9 +41,9 @@ func writeConflictSafe[O any, T interface {
 		done = mutate(obj, err == nil)
 		switch done {
 		case update:
-			err = r.own.write(what, obj, func() error { return r.client.Update(ctx, obj) })
+			err = r.own.write(obj, func() error { return r.client.Update(ctx, obj) })
 		case create:
-			err = r.own.write(what, obj, func() error { return r.client.Create(ctx, obj) })
+			err = r.own.write(obj, func() error { return r.client.Create(ctx, obj) })
 		default:
 			return nil
 		}

@@ -32,6 +32,12 @@ var (
 		Help:      "Lines or names of the records ConfigMap that were skipped, and values rejected as too large.",
 	}, []string{"configmap"})
 
+	shardsServed = promauto.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: pluginName,
+		Name:      "shards",
+		Help:      "Shards of the records served (their union); 0 while the single records ConfigMap is served.",
+	}, []string{"configmap"})
 	programmingDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: pluginName,

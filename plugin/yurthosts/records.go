@@ -53,38 +53,56 @@ func (t tunnel) present() bool { return t.v4.IsValid() || t.v6.IsValid() }
 
 func (t tunnel) isTunnelIP(a netip.Addr) bool { return slices.Contains(t.addrs, a) }
 
-// buildRecords computes the snapshot from the records ConfigMap (its text
-// under key and its TunnelClusterIPsAnnotation) and the tunnel Service, each
-// nil when absent. It depends on nothing else, so every replica that sees
-// the same two objects answers the same. Lines and names of the text that
-// cannot be used are returned in skipped.
-func buildRecords(cm *corev1.ConfigMap, key string, svc *corev1.Service) (*records, []tunnelnodes.LineError) {
+// recordGroup is the entries of one records object and the tunnel they are
+// remapped to: each object names the ClusterIPs it was rendered for.
+type recordGroup struct {
+	entries []tunnelnodes.HostEntry
+	tun     tunnel
+}
+
+// parseRecords reads the text under key of cm (nil: none) and the ClusterIPs
+// it was rendered for, combined with the Service's current ones. Lines and
+// names that cannot be used are returned in skipped.
+func parseRecords(cm *corev1.ConfigMap, key string, svc *corev1.Service) (recordGroup, []tunnelnodes.LineError) {
 	var text, annotated string
 	if cm != nil {
 		text = cm.Data[key]
 		annotated = cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation]
 	}
 	entries, skipped := tunnelnodes.ParseHosts(text)
-	tun := newTunnel(tunnelnodes.ParseClusterIPs(annotated), tunnelnodes.ServiceClusterIPs(svc))
-	return newRecords(entries, tun), skipped
+	return recordGroup{entries, newTunnel(tunnelnodes.ParseClusterIPs(annotated), tunnelnodes.ServiceClusterIPs(svc))}, skipped
 }
 
-// newRecords computes the snapshot of entries. An entry whose address is a
-// tunnel ClusterIP (annotated or current) answers the Service's current
-// ClusterIP of each family and is never answered in reverse: that address is
-// shared by every edge node. With the Service absent, entries are served as
-// written.
+// buildRecords computes the snapshot from the records ConfigMap (its text
+// under key and its TunnelClusterIPsAnnotation) and the tunnel Service, each
+// nil when absent. It depends on nothing else, so every replica that sees
+// the same two objects answers the same. Lines and names of the text that
+// cannot be used are returned in skipped.
+func buildRecords(cm *corev1.ConfigMap, key string, svc *corev1.Service) (*records, []tunnelnodes.LineError) {
+	group, skipped := parseRecords(cm, key, svc)
+	return newRecords(group), skipped
+}
+
+// newRecords computes the snapshot of the groups' entries. An entry whose
+// address is a tunnel ClusterIP of its group (annotated or current) answers
+// the Service's current ClusterIP of each family and is never answered in
+// reverse: that address is shared by every edge node. With the Service
+// absent, entries are served as written.
 // Addresses keep the order of the entries; repeats are dropped.
-func newRecords(entries []tunnelnodes.HostEntry, tun tunnel) *records {
+func newRecords(groups ...recordGroup) *records {
+	n := 0
+	for _, g := range groups {
+		n += len(g.entries)
+	}
 	r := &records{
-		hosts:   make(map[string]addrs, len(entries)),
+		hosts:   make(map[string]addrs, n),
 		reverse: make(map[string][]string),
 	}
 	type pair struct {
 		fqdn string
 		addr netip.Addr
 	}
-	seen := make(map[pair]struct{}, len(entries))
+	seen := make(map[pair]struct{}, n)
 	// One net.IP per distinct address: thousands of edge names share one.
 	ips := make(map[netip.Addr]net.IP)
 	// add reports whether the pair is new.
@@ -107,22 +125,24 @@ func newRecords(entries []tunnelnodes.HostEntry, tun tunnel) *records {
 		r.hosts[fqdn] = h
 		return true
 	}
-	for _, e := range entries {
-		fqdn := e.Name + "."
-		switch {
-		case !tun.isTunnelIP(e.Addr):
-			if add(fqdn, e.Addr) {
-				rev, _ := dns.ReverseAddr(e.Addr.String())
-				r.reverse[rev] = append(r.reverse[rev], fqdn)
-			}
-		case tun.present():
-			for _, a := range []netip.Addr{tun.v4, tun.v6} {
-				if a.IsValid() {
-					add(fqdn, a)
+	for _, g := range groups {
+		for _, e := range g.entries {
+			fqdn := e.Name + "."
+			switch {
+			case !g.tun.isTunnelIP(e.Addr):
+				if add(fqdn, e.Addr) {
+					rev, _ := dns.ReverseAddr(e.Addr.String())
+					r.reverse[rev] = append(r.reverse[rev], fqdn)
 				}
+			case g.tun.present():
+				for _, a := range []netip.Addr{g.tun.v4, g.tun.v6} {
+					if a.IsValid() {
+						add(fqdn, a)
+					}
+				}
+			default:
+				add(fqdn, e.Addr)
 			}
-		default:
-			add(fqdn, e.Addr)
 		}
 	}
 	return r

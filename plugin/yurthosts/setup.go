@@ -82,6 +82,14 @@ func parse(c *caddy.Controller) (*YurtHosts, error) {
 						err = fmt.Errorf("key %q: %s", args[1], strings.Join(errs, "; "))
 					}
 				}
+			case "shards":
+				if len(args) != 1 {
+					return nil, c.Errf("shards needs NAMESPACE")
+				}
+				y.source.shardsNamespace = args[0]
+				if errs := validation.IsDNS1123Label(args[0]); len(errs) > 0 {
+					err = fmt.Errorf("namespace %q: %s", args[0], strings.Join(errs, "; "))
+				}
 			case "service":
 				if len(args) != 1 {
 					return nil, c.Errf("service needs NAMESPACE/NAME or none")
@@ -130,6 +138,14 @@ func parse(c *caddy.Controller) (*YurtHosts, error) {
 			if err != nil {
 				return nil, c.Errf("%s: %v", option, err)
 			}
+		}
+	}
+	if y.source.shardsNamespace != "" {
+		if y.source.shardsNamespace == y.source.configMapNamespace {
+			return nil, c.Errf("shards: namespace %s holds the ConfigMap; shards need a namespace of their own", y.source.shardsNamespace)
+		}
+		if err := tunnelnodes.ValidShardsOf(y.source.configMapName); err != nil {
+			return nil, c.Errf("configmap: %v", err)
 		}
 	}
 	return y, nil

@@ -50,6 +50,10 @@ func TestParse(t *testing.T) {
 				}
 				return ""
 			}},
+		{input: "yurthosts {\n shards yurtdns-records\n}",
+			wantSource: source{configMapNamespace: "kube-system", configMapName: "yurt-tunnel-nodes", configMapKey: "tunnel-nodes",
+				shardsNamespace: "yurtdns-records", serviceNamespace: "kube-system", serviceName: "x-tunnel-server-internal-svc"},
+			wantZones: []string{"."}},
 		{input: "yurthosts {\n service none\n}",
 			wantSource: source{configMapNamespace: "kube-system", configMapName: "yurt-tunnel-nodes", configMapKey: "tunnel-nodes"},
 			wantZones:  []string{"."}},
@@ -88,6 +92,11 @@ func TestParseErrors(t *testing.T) {
 		{"yurthosts {\n service\n}", "service"},
 		{"yurthosts {\n service a/B_ad\n}", "service: name"},
 		{"yurthosts {\n kubeconfig\n}", "kubeconfig"},
+		{"yurthosts {\n shards\n}", "shards needs NAMESPACE"},
+		{"yurthosts {\n shards a b\n}", "shards needs NAMESPACE"},
+		{"yurthosts {\n shards Records\n}", "shards: namespace"},
+		{"yurthosts {\n shards kube-system\n}", "shards need a namespace of their own"},
+		{"yurthosts {\n configmap a/" + strings.Repeat("n", 250) + "\n shards r\n}", "too long to name its shards"},
 		{"yurthosts {\n no_reverse yes\n}", "no_reverse"},
 		{"yurthosts {\n startup_timeout soon\n}", "startup_timeout"},
 		{"yurthosts {\n startup_timeout -1s\n}", "startup_timeout"},

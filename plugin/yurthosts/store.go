@@ -5,8 +5,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -31,12 +35,12 @@ type listWatcher[L k8sruntime.Object] interface {
 }
 
 // objectStore is a store kept by a reflector for the one object named name,
-// field-selected on the server; every change, including a relist after
-// reconnecting, calls onChange.
+// field-selected on the server, or for the objects a label selects; every
+// change, including a relist after reconnecting, calls onChange.
 type objectStore[T k8sruntime.Object] struct {
 	cache.Store
 	reflector *cache.Reflector
-	key       string
+	key       string // of the one object; empty for a label-selected store
 	listed    atomic.Bool
 	onChange  func()
 }
@@ -55,20 +59,36 @@ func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 func newObjectStore[T, L k8sruntime.Object](api listWatcher[L], expected T, namespace, name string, onChange func()) *objectStore[T] {
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	s := newSelectedStore(api, expected, namespace+"/"+name, func(opts *metav1.ListOptions) { opts.FieldSelector = byName }, onChange)
+	s.key = namespace + "/" + name
+	return s
+}
+
+// newShardStore keeps the shards of records in namespace: one
+// label-selected list and watch for all of them.
+func newShardStore(api listWatcher[*corev1.ConfigMapList], namespace, records string, onChange func()) *objectStore[*corev1.ConfigMap] {
+	byLabel := labels.SelectorFromSet(labels.Set{tunnelnodes.RecordsOfLabel: records}).String()
+	return newSelectedStore(api, &corev1.ConfigMap{}, namespace+"/"+byLabel,
+		func(opts *metav1.ListOptions) { opts.LabelSelector = byLabel }, onChange)
+}
+
+// newSelectedStore is a store kept by a reflector whose lists and watches
+// select applies to; name names it in logs.
+func newSelectedStore[T, L k8sruntime.Object](api listWatcher[L], expected T, name string, selectObjects func(*metav1.ListOptions), onChange func()) *objectStore[T] {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
-			opts.FieldSelector = byName
+			selectObjects(&opts)
 			return api.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = byName
+			selectObjects(&opts)
 			return api.Watch(ctx, opts)
 		},
 	}
-	s := &objectStore[T]{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), key: namespace + "/" + name, onChange: onChange}
+	s := &objectStore[T]{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), onChange: onChange}
 	backoff := reconnectBackoff
 	s.reflector = cache.NewReflectorWithOptions(listThenWatch{lw}, expected, s,
-		cache.ReflectorOptions{Name: s.key, Backoff: &backoff})
+		cache.ReflectorOptions{Name: name, Backoff: &backoff})
 	return s
 }
 
@@ -102,4 +122,17 @@ func (s *objectStore[T]) object() T {
 		return none
 	}
 	return obj.(T)
+}
+
+// objects are the stored objects (none for no store).
+func (s *objectStore[T]) objects() []T {
+	if s == nil {
+		return nil
+	}
+	list := s.List()
+	out := make([]T, len(list))
+	for i, obj := range list {
+		out[i] = obj.(T)
+	}
+	return out
 }

@@ -1,6 +1,8 @@
 package yurthosts
 
 import (
+	"context"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -9,30 +11,52 @@ import (
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
-// watcher runs one reflector for the records ConfigMap and one for the
-// tunnel Service, each field-selected to its single object, and rebuilds
-// the records whenever either changes.
+// watcher runs the reflectors of the records and of the tunnel Service
+// (field-selected to its one object) and rebuilds the records whenever they
+// change. The records are the single ConfigMap, field-selected to it; or,
+// with a shards namespace, the union of the shard set that
+// tunnelnodes.ServedShardSet picks, all shards in one label-selected watch.
+// The single ConfigMap is then watched only while no shard set is complete
+// (before the sync first writes one), so its whole text is not resent to
+// every node on each change.
 type watcher struct {
 	src     source
 	client  kubernetes.Interface
 	publish func(*records)
 
-	configMaps *objectStore[*corev1.ConfigMap]
-	services   *objectStore[*corev1.Service]
-	pending    chan struct{} // a rebuild is due
-	stopCh     chan struct{}
-	running    sync.WaitGroup
-	synced     atomic.Bool
+	// configMaps watches the single ConfigMap; nil while it is not watched.
+	configMaps     *objectStore[*corev1.ConfigMap]
+	stopConfigMaps context.CancelFunc
+	// shards is nil without a shards namespace.
+	shards   *objectStore[*corev1.ConfigMap]
+	services *objectStore[*corev1.Service]
+	pending  chan struct{} // a rebuild is due
+	ctx      context.Context
+	cancel   context.CancelFunc
+	running  sync.WaitGroup
+	synced   atomic.Bool
 
-	// Owned by the rebuild loop: the last records text seen, the last
-	// ConfigMap whose text was within the size limit, and the last trigger
-	// time observed.
-	text        string
-	accepted    *corev1.ConfigMap
-	lastTrigger string
+	// Owned by the rebuild loop: the last single records text seen, the
+	// last single ConfigMap whose text was within the size limit, the
+	// parsed shards by UID, the shard count served (0: the single
+	// ConfigMap), and the last trigger time observed.
+	text         string
+	accepted     *corev1.ConfigMap
+	parsed       map[types.UID]parsedShard
+	servedShards int
+	lastTrigger  time.Time
+}
+
+// parsedShard is a shard's text parsed, kept while its resourceVersion
+// stays: a change re-parses one shard, not all of them.
+type parsedShard struct {
+	resourceVersion string
+	entries         []tunnelnodes.HostEntry
+	annotated       []netip.Addr
 }
 
 func newWatcher(src source, client kubernetes.Interface, publish func(*records)) *watcher {
@@ -45,17 +69,38 @@ func (w *watcher) start() {
 	ref := w.src.configMapRef()
 	parseErrors.WithLabelValues(ref).Add(0)
 	entries.WithLabelValues(ref).Add(0)
+	shardsServed.WithLabelValues(ref).Set(0)
 	w.pending = make(chan struct{}, 1)
-	w.stopCh = make(chan struct{})
-	w.configMaps = newObjectStore(w.client.CoreV1().ConfigMaps(w.src.configMapNamespace), &corev1.ConfigMap{},
-		w.src.configMapNamespace, w.src.configMapName, w.notify)
-	w.running.Go(func() { w.configMaps.reflector.Run(w.stopCh) })
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	if ns := w.src.shardsNamespace; ns != "" {
+		w.shards = newShardStore(w.client.CoreV1().ConfigMaps(ns), ns, w.src.configMapName, w.notify)
+		w.running.Go(func() { w.shards.reflector.RunWithContext(w.ctx) })
+	} else {
+		w.watchSingle(true)
+	}
 	if w.src.serviceName != "" {
 		w.services = newObjectStore(w.client.CoreV1().Services(w.src.serviceNamespace), &corev1.Service{},
 			w.src.serviceNamespace, w.src.serviceName, w.notify)
-		w.running.Go(func() { w.services.reflector.Run(w.stopCh) })
+		w.running.Go(func() { w.services.reflector.RunWithContext(w.ctx) })
 	}
 	w.running.Go(w.loop)
+}
+
+// watchSingle starts or stops the watch of the single ConfigMap.
+func (w *watcher) watchSingle(on bool) {
+	switch {
+	case on && w.configMaps == nil:
+		w.configMaps = newObjectStore(w.client.CoreV1().ConfigMaps(w.src.configMapNamespace), &corev1.ConfigMap{},
+			w.src.configMapNamespace, w.src.configMapName, w.notify)
+		ctx, cancel := context.WithCancel(w.ctx)
+		w.stopConfigMaps = cancel
+		reflector := w.configMaps.reflector
+		w.running.Go(func() { reflector.RunWithContext(ctx) })
+	case !on && w.configMaps != nil:
+		w.stopConfigMaps()
+		w.configMaps, w.stopConfigMaps = nil, nil
+		w.text, w.accepted = "", nil
+	}
 }
 
 // waitForSync blocks until the first records are live or timeout passes;
@@ -74,12 +119,12 @@ func (w *watcher) waitForSync(timeout time.Duration) {
 // stop ends the watches and the loop and waits for them, so a Corefile
 // reload leaves no goroutine or watch behind.
 func (w *watcher) stop() {
-	if w.stopCh == nil {
+	if w.cancel == nil {
 		return
 	}
-	close(w.stopCh)
+	w.cancel()
 	w.running.Wait()
-	w.stopCh = nil
+	w.cancel = nil
 }
 
 func (w *watcher) hasSynced() bool { return w.synced.Load() }
@@ -95,7 +140,7 @@ func (w *watcher) notify() {
 func (w *watcher) loop() {
 	for {
 		select {
-		case <-w.stopCh:
+		case <-w.ctx.Done():
 			return
 		case <-w.pending:
 			w.rebuild()
@@ -107,46 +152,81 @@ func (w *watcher) loop() {
 // (level-triggered: it does not matter which event woke it) and publishes them.
 func (w *watcher) rebuild() {
 	ref := w.src.configMapRef()
-	// Whether both stores have their first list (a missing object is known
+	// Whether the stores have their first list (a missing object is known
 	// to be missing only then), read before the objects: a list landing in
 	// between then only makes this rebuild stale, never marks stale records
 	// synced (its own notification rebuilds again).
-	listed := w.configMaps.hasListed() && w.services.hasListed()
-	cm := w.configMaps.object()
-	recs := w.build(cm, w.services.object())
+	listed := w.services.hasListed() && w.shards.hasListed()
+	var set tunnelnodes.ShardSet
+	sharded := false
+	if w.shards != nil {
+		sets, _ := tunnelnodes.ShardSets(w.src.configMapName, w.shards.objects())
+		set, sharded = tunnelnodes.ServedShardSet(sets)
+		if !sharded && !listed {
+			return // the shards may exist: not known before their list
+		}
+	}
+	w.watchSingle(!sharded)
+	if !sharded {
+		singleListed := w.configMaps.hasListed()
+		if w.shards != nil && !singleListed {
+			return // keep the shards served until the single ConfigMap is in
+		}
+		listed = listed && singleListed
+	}
+
+	svc := w.services.object()
+	var recs *records
+	var trigger time.Time
+	if sharded {
+		recs = w.buildShards(set, svc)
+		trigger = set.LatestTrigger()
+	} else {
+		cm := w.configMaps.object()
+		if cm == nil && w.servedShards > 0 {
+			return // a shard is gone for a moment and there is no single ConfigMap: keep the shards served
+		}
+		recs = w.build(cm, svc)
+		trigger = tunnelnodes.TriggerTime(cm)
+	}
 	w.publish(recs)
 
 	now := time.Now()
 	entries.WithLabelValues(ref).Set(float64(len(recs.hosts)))
 	lastSyncTimestamp.WithLabelValues(ref).Set(float64(now.UnixNano()) / 1e9)
+	if set.Count != w.servedShards {
+		if sharded {
+			log.Infof("%s: serving %d names from its %d shards in namespace %s", ref, len(recs.hosts), set.Count, w.src.shardsNamespace)
+		} else {
+			log.Infof("%s: no complete shard set in namespace %s; serving the ConfigMap's %d names", ref, w.src.shardsNamespace, len(recs.hosts))
+		}
+		w.servedShards = set.Count
+		shardsServed.WithLabelValues(ref).Set(float64(set.Count))
+	}
 	wasSynced := w.synced.Load()
 	if !wasSynced && listed {
 		w.synced.Store(true)
 		log.Infof("%s synced: %d names", ref, len(recs.hosts))
 	}
-	if cm != nil {
-		w.observeProgramming(cm.Annotations[tunnelnodes.LastChangeTriggerTimeAnnotation], now, wasSynced)
-	}
+	w.observeProgramming(trigger, now, wasSynced)
 }
 
 // observeProgramming records how long a change took from the cluster event
 // to live answers. Triggers seen in the initial list are old news, not latency.
-func (w *watcher) observeProgramming(trigger string, now time.Time, wasSynced bool) {
-	if trigger == "" || trigger == w.lastTrigger {
+func (w *watcher) observeProgramming(trigger, now time.Time, wasSynced bool) {
+	if trigger.IsZero() || trigger.Equal(w.lastTrigger) {
 		return
 	}
 	w.lastTrigger = trigger
-	t, err := time.Parse(time.RFC3339Nano, trigger)
-	if err != nil || !wasSynced {
-		return
+	if wasSynced {
+		programmingDuration.WithLabelValues(w.src.configMapRef()).Observe(now.Sub(trigger).Seconds())
 	}
-	programmingDuration.WithLabelValues(w.src.configMapRef()).Observe(now.Sub(t).Seconds())
 }
 
-// build computes the records from the objects. A text over the size limit
-// is rejected whole, with its annotation: the last accepted ConfigMap is
-// served instead. Rejections and skipped lines are counted and logged once
-// per content.
+// build computes the records from the single ConfigMap. A text over the
+// size limit is rejected whole, with its annotation: the last accepted
+// ConfigMap is served instead. Rejections and skipped lines are counted and
+// logged once per content.
 func (w *watcher) build(cm *corev1.ConfigMap, svc *corev1.Service) *records {
 	ref := w.src.configMapRef()
 	var text string
@@ -169,14 +249,47 @@ func (w *watcher) build(cm *corev1.ConfigMap, svc *corev1.Service) *records {
 		parseErrors.WithLabelValues(ref).Inc()
 		log.Errorf("%s key %s is %d bytes, over the %d byte limit: ignored, keeping the previous %d names",
 			ref, w.src.configMapKey, len(text), tunnelnodes.MaxHostsBytes, len(recs.hosts))
-	case len(skipped) > 0:
-		parseErrors.WithLabelValues(ref).Add(float64(len(skipped)))
-		const shown = 3
-		var first []string
-		for i := 0; i < len(skipped) && i < shown; i++ {
-			first = append(first, skipped[i].Error())
-		}
-		log.Warningf("%s key %s: skipped %d malformed lines or names (%s)", ref, w.src.configMapKey, len(skipped), strings.Join(first, "; "))
+	default:
+		w.reportSkipped(ref, skipped)
 	}
 	return recs
+}
+
+// buildShards computes the records from the union of set's shards,
+// re-parsing only the shards that changed since the last build. Each shard
+// is remapped by the ClusterIPs it names. Skipped lines are counted and
+// logged once per shard content.
+func (w *watcher) buildShards(set tunnelnodes.ShardSet, svc *corev1.Service) *records {
+	current := tunnelnodes.ServiceClusterIPs(svc)
+	parsed := make(map[types.UID]parsedShard, len(set.Shards))
+	groups := make([]recordGroup, 0, len(set.Shards))
+	for _, cm := range set.Shards {
+		p, ok := w.parsed[cm.UID]
+		if !ok || p.resourceVersion != cm.ResourceVersion {
+			var skipped []tunnelnodes.LineError
+			p.resourceVersion = cm.ResourceVersion
+			p.entries, skipped = tunnelnodes.ParseHosts(cm.Data[w.src.configMapKey])
+			p.annotated = tunnelnodes.ParseClusterIPs(cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation])
+			w.reportSkipped(w.src.shardsNamespace+"/"+cm.Name, skipped)
+		}
+		parsed[cm.UID] = p
+		groups = append(groups, recordGroup{p.entries, newTunnel(p.annotated, current)})
+	}
+	w.parsed = parsed
+	return newRecords(groups...)
+}
+
+// reportSkipped counts and logs the lines or names of object's text that
+// could not be used.
+func (w *watcher) reportSkipped(object string, skipped []tunnelnodes.LineError) {
+	if len(skipped) == 0 {
+		return
+	}
+	parseErrors.WithLabelValues(w.src.configMapRef()).Add(float64(len(skipped)))
+	const shown = 3
+	var first []string
+	for i := 0; i < len(skipped) && i < shown; i++ {
+		first = append(first, skipped[i].Error())
+	}
+	log.Warningf("%s key %s: skipped %d malformed lines or names (%s)", object, w.src.configMapKey, len(skipped), strings.Join(first, "; "))
 }

@@ -33,6 +33,9 @@ type YurtHosts struct {
 // source names the API objects the records come from and how to reach them.
 type source struct {
 	configMapNamespace, configMapName, configMapKey string
+	// shardsNamespace holds the records' shards; empty: only the single
+	// ConfigMap is read.
+	shardsNamespace string
 	// serviceName is empty when the Corefile says "service none".
 	serviceNamespace, serviceName string
 	kubeconfig, kubeContext       string

@@ -1,0 +1,178 @@
+package tunnelsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// shardWriters bounds the shard writes in flight: a new set of thousands of
+// shards is written in seconds, within the client's QPS.
+const shardWriters = 8
+
+// shardsNamespaceRetry is how soon a sync that found no shards namespace
+// tries again: the namespace's creation is no event the sync watches.
+const shardsNamespaceRetry = 30 * time.Second
+
+// syncShards writes entries as the shard set of tunnelnodes.ShardCount
+// (see the contract there): every shard of the set that differs, then,
+// the set being complete, deletes every other shard of the records. A
+// hand-edited or deleted shard is a difference like any other.
+func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostEntry, annotations map[string]string) (reconcile.Result, error) {
+	logger := log.FromContext(ctx)
+	ns := r.cfg.ShardsNamespace
+	var stored corev1.ConfigMapList
+	if err := r.client.List(ctx, &stored, client.InNamespace(ns), client.MatchingLabels{tunnelnodes.RecordsOfLabel: r.cfg.ConfigMap}); err != nil {
+		errorsTotal.WithLabelValues("api").Inc()
+		return reconcile.Result{}, fmt.Errorf("listing shards in namespace %s: %w", ns, err)
+	}
+	cms := make([]*corev1.ConfigMap, len(stored.Items))
+	for i := range stored.Items {
+		cms[i] = &stored.Items[i]
+	}
+	sets, strays := tunnelnodes.ShardSets(r.cfg.ConfigMap, cms)
+	current := 0
+	if served, ok := tunnelnodes.ServedShardSet(sets); ok {
+		current = served.Count
+	}
+	count := tunnelnodes.ShardCount(len(entries), current)
+	groups := make([][]tunnelnodes.HostEntry, count)
+	for _, e := range entries {
+		i := tunnelnodes.ShardOf(e.Name, count)
+		groups[i] = append(groups[i], e)
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(shardWriters)
+	writes := make([]write, count)
+	for i := range count {
+		g.Go(func() (err error) {
+			writes[i], err = r.writeShard(gctx, i, count, tunnelnodes.RenderHosts(groups[i]), annotations)
+			return err
+		})
+	}
+	err := g.Wait()
+	switch {
+	case namespaceMissing(err):
+		errorsTotal.WithLabelValues("no_shards_namespace").Inc()
+		if !r.shardsNamespaceMissing {
+			r.shardsNamespaceMissing = true
+			logger.Error(err, "Shards not written: their namespace is missing (install's records step creates it; --shards-namespace='' writes only the single ConfigMap)",
+				"namespace", ns)
+		}
+		return reconcile.Result{RequeueAfter: shardsNamespaceRetry}, nil
+	case err != nil:
+		errorsTotal.WithLabelValues("api").Inc()
+		return reconcile.Result{}, fmt.Errorf("writing shards in namespace %s: %w", ns, err)
+	}
+	r.shardsNamespaceMissing = false
+	shardsGauge.Set(float64(count))
+
+	// The set is complete: readers serve it, so the others can go.
+	var old []*corev1.ConfigMap
+	for c, set := range sets {
+		if c != count {
+			for _, cm := range set.Shards {
+				if cm != nil {
+					old = append(old, cm)
+				}
+			}
+		}
+	}
+	old = append(old, strays...)
+	g, gctx = errgroup.WithContext(ctx) // the first one's context ended with its Wait
+	g.SetLimit(shardWriters)
+	for _, cm := range old {
+		g.Go(func() error { return r.deleteShard(gctx, cm) })
+	}
+	if err := g.Wait(); err != nil {
+		errorsTotal.WithLabelValues("api").Inc()
+		return reconcile.Result{}, fmt.Errorf("deleting old shards in namespace %s: %w", ns, err)
+	}
+
+	written := 0
+	for _, w := range writes {
+		if w != noWrite {
+			written++
+		}
+	}
+	switch {
+	case current != count:
+		logger.Info("Wrote a new shard set", "namespace", ns, "shards", count, "previousShards", current,
+			"names", len(entries), "deletedOld", len(old))
+	case written > 0 || len(old) > 0:
+		logger.V(1).Info("Wrote shards", "namespace", ns, "shards", count, "written", written, "deleted", len(old))
+	}
+	return reconcile.Result{}, nil
+}
+
+// writeShard makes shard index of count hold text, with its label and
+// annotations, keeping any other key, label and annotation.
+func (r *Reconciler) writeShard(ctx context.Context, index, count int, text string, annotations map[string]string) (write, error) {
+	key := types.NamespacedName{Namespace: r.cfg.ShardsNamespace, Name: tunnelnodes.ShardName(r.cfg.ConfigMap, count, index)}
+	shard := tunnelnodes.FormatShard(index, count)
+	clusterIPs := annotations[tunnelnodes.TunnelClusterIPsAnnotation]
+	return writeConflictSafe(ctx, r, "shard", key, func(cm *corev1.ConfigMap, found bool) write {
+		if found && cm.Data[r.cfg.ConfigMapKey] == text && cm.Labels[tunnelnodes.RecordsOfLabel] == r.cfg.ConfigMap &&
+			cm.Annotations[tunnelnodes.ShardAnnotation] == shard && cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation] == clusterIPs {
+			return noWrite
+		}
+		if !found {
+			cm.ObjectMeta = metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}
+		}
+		if cm.Labels == nil {
+			cm.Labels = map[string]string{}
+		}
+		cm.Labels[tunnelnodes.RecordsOfLabel] = r.cfg.ConfigMap
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		maps.Copy(cm.Annotations, annotations)
+		cm.Annotations[tunnelnodes.ShardAnnotation] = shard
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[r.cfg.ConfigMapKey] = text
+		if !found {
+			return create
+		}
+		return update
+	})
+}
+
+// deleteShard deletes cm, as it was read: a shard recreated since is kept.
+func (r *Reconciler) deleteShard(ctx context.Context, cm *corev1.ConfigMap) error {
+	err := r.client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err == nil {
+		writesTotal.WithLabelValues("shard").Inc()
+		r.own.forget(client.ObjectKeyFromObject(cm))
+	}
+	return err
+}
+
+// namespaceMissing: err is the API's answer to a create in a namespace that
+// does not exist.
+func namespaceMissing(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	return details != nil && details.Kind == "namespaces"
+}
