@@ -23,6 +23,8 @@ const (
 	// TunnelNodesSyncRaven is TunnelNodesSync with --profile raven and
 	// roles naming Raven's objects.
 	TunnelNodesSyncRaven = "raven/tunnel-nodes-sync"
+	// Records is the shards' namespace and who may read and write them.
+	Records = "records"
 	// RavenProxyDNSRBAC lets raven-proxy-dns, once it runs coredns-yurt,
 	// read the records ConfigMap and the proxy Service.
 	RavenProxyDNSRBAC = "raven/proxy-dns-rbac"
@@ -32,7 +34,7 @@ const (
 // them all (the RBAC-only ones are parts of them, or applied by install).
 var Dirs = []string{TunnelNodesSync, CoreDNSYurt, TunnelNodesSyncRaven}
 
-//go:embed tunnel-nodes-sync coredns-yurt raven
+//go:embed tunnel-nodes-sync coredns-yurt raven records
 var manifests embed.FS
 
 // Render builds the kustomization in directory dir (one of the constants).

@@ -313,12 +313,15 @@ func mainBlock(blocks []*serverBlock) *serverBlock {
 // tunnelHostsFile is the hosts file OpenYurt's manual setup mounts.
 const tunnelHostsFile = "/etc/edge/tunnel-nodes"
 
-// EnsureYurthosts returns src with `yurthosts { fallthrough }` in the .:53
-// server block: in place of a `hosts /etc/edge/tunnel-nodes` block if there
-// is one, else just before `kubernetes`. changed is false when src already
-// has yurthosts there.
+// shardsOption points yurthosts at the records' shards (see tunnelnodes).
+var shardsOption = "shards " + tunnelnodes.ShardsNamespace
+
+// EnsureYurthosts returns src with `yurthosts { shards yurtdns-records;
+// fallthrough }` in the .:53 server block: in place of a `hosts
+// /etc/edge/tunnel-nodes` block if there is one, else just before
+// `kubernetes`. changed is false when src already has yurthosts there.
 func EnsureYurthosts(src string) (out string, changed bool, err error) {
-	return ensureYurthosts(src, nil)
+	return ensureYurthosts(src, []string{shardsOption})
 }
 
 // ensureYurthosts is EnsureYurthosts with options: lines of the yurthosts

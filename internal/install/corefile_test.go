@@ -64,14 +64,14 @@ func TestEnsureYurthosts(t *testing.T) {
 		name, in, want string
 	}{
 		{"kubeadm: before kubernetes", kubeadmCorefile, strings.Replace(kubeadmCorefile,
-			"    kubernetes cluster.local", "    yurthosts {\n        fallthrough\n    }\n    kubernetes cluster.local", 1)},
+			"    kubernetes cluster.local", "    yurthosts {\n        shards yurtdns-records\n        fallthrough\n    }\n    kubernetes cluster.local", 1)},
 		// The whole hosts block goes (its comment too: revert restores it);
 		// the other server block's hosts line is not the .:53 one.
 		{"openyurt: hosts block replaced, rest byte-identical", openYurtCorefile, strings.Replace(openYurtCorefile,
 			"hosts /etc/edge/tunnel-nodes { # tunnel nodes\n        reload 300ms\n        fallthrough\n    }",
-			"yurthosts {\n        fallthrough\n    }", 1)},
+			"yurthosts {\n        shards yurtdns-records\n        fallthrough\n    }", 1)},
 		{"one-line blocks and tabs", ".:53 {\n\terrors\n\tlog . { class denial success }\n\tkubernetes cluster.local { pods insecure }\n}\n",
-			".:53 {\n\terrors\n\tlog . { class denial success }\n\tyurthosts {\n\t\tfallthrough\n\t}\n\tkubernetes cluster.local { pods insecure }\n}\n"},
+			".:53 {\n\terrors\n\tlog . { class denial success }\n\tyurthosts {\n\t\tshards yurtdns-records\n\t\tfallthrough\n\t}\n\tkubernetes cluster.local { pods insecure }\n}\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -110,7 +110,7 @@ type Step struct {
 
 // Steps are install's steps, in order; revert runs them backwards.
 func Steps() []Step {
-	return []Step{rbacStep(), corefileStep(), corednsDaemonSetStep(), kubeDNSTopologyStep(), kubeProxyStep(), controlPlaneStep(), syncStep(), prometheusStep()}
+	return []Step{recordsStep(), rbacStep(), corefileStep(), corednsDaemonSetStep(), kubeDNSTopologyStep(), kubeProxyStep(), controlPlaneStep(), syncStep(), prometheusStep()}
 }
 
 // StepNames lists yurt-tunnel's step names, for --skip validation and help.

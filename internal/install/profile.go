@@ -30,7 +30,7 @@ const (
 // left as they are (see the README's profile table), and the sync runs
 // with Raven's rules once yurt-manager's gateway-dns controller is off.
 func ravenSteps() []Step {
-	return []Step{ravenRBACStep(), ravenCorefileStep(), ravenProxyDNSStep(), gatewayDNSStep(), syncStepOf("raven-sync", deploy.TunnelNodesSyncRaven)}
+	return []Step{recordsStep(), ravenRBACStep(), ravenCorefileStep(), ravenProxyDNSStep(), gatewayDNSStep(), syncStepOf("raven-sync", deploy.TunnelNodesSyncRaven)}
 }
 
 // profileSteps are the profile's steps, in order ("" is yurt-tunnel).

@@ -6,6 +6,7 @@ import "github.com/yurtdns/yurtdns/internal/tunnelnodes"
 var ravenYurthostsOptions = []string{
 	"configmap " + tunnelnodes.Namespace + "/" + tunnelnodes.RavenConfigMapName,
 	"service " + tunnelnodes.Namespace + "/" + tunnelnodes.RavenServiceName,
+	shardsOption,
 }
 
 // ravenCorefileStep writes ConfigMap raven-proxy-dns-yurt: raven-proxy-dns's
@@ -15,7 +16,7 @@ var ravenYurthostsOptions = []string{
 func ravenCorefileStep() Step {
 	return corefileCopyStep("raven-corefile", ravenProxyDNS, ravenProxyDNSYurt,
 		"yurthosts { configmap "+tunnelnodes.Namespace+"/"+tunnelnodes.RavenConfigMapName+"; service "+
-			tunnelnodes.Namespace+"/"+tunnelnodes.RavenServiceName+"; fallthrough } in place of hosts "+tunnelHostsFile,
+			tunnelnodes.Namespace+"/"+tunnelnodes.RavenServiceName+"; "+shardsOption+"; fallthrough } in place of hosts "+tunnelHostsFile,
 		func(src string) (string, error) {
 			out, _, err := ensureYurthosts(src, ravenYurthostsOptions)
 			return out, err

@@ -29,7 +29,7 @@ func TestRavenCorefile(t *testing.T) {
 		t.Fatalf("the fixture's Corefile has no hosts block:\n%s", corefile)
 	}
 	want := strings.Replace(corefile, hosts, "yurthosts {\n        configmap kube-system/edge-tunnel-nodes\n"+
-		"        service kube-system/x-raven-proxy-internal-svc\n        fallthrough\n    }", 1)
+		"        service kube-system/x-raven-proxy-internal-svc\n        shards yurtdns-records\n        fallthrough\n    }", 1)
 	got, changed, err := ensureYurthosts(corefile, ravenYurthostsOptions)
 	if err != nil || !changed || got != want {
 		t.Fatalf("changed %v, err %v:\n%s\nwant:\n%s", changed, err, got, want)

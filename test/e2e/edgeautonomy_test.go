@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yurtdns/yurtdns/deploy"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
@@ -21,8 +22,8 @@ const (
 )
 
 // edgeCorefile is the DaemonSet's Corefile on an edge node as install
-// writes it: yurthosts falling through to the kubernetes plugin, both
-// reading through yurthub.
+// writes it: yurthosts (the records' shards) falling through to the
+// kubernetes plugin, both reading through yurthub.
 const edgeCorefile = `.:{{.DNSPort}} {
     bind 127.0.0.1
     ready {{.ReadyAddr}}
@@ -30,6 +31,7 @@ const edgeCorefile = `.:{{.DNSPort}} {
     prometheus {{.MetricsAddr}}
     yurthosts {
         kubeconfig {{.Kubeconfig}}
+        shards yurtdns-records
         fallthrough
     }
     kubernetes cluster.local in-addr.arpa ip6.arpa {
@@ -57,13 +59,14 @@ var asInImage = harness.CoreDNSOptions{Executable: "coredns"}
 //     it through (two heartbeats of 10 s, its defaults); measured.
 func TestEdgeAutonomyThroughYurthub(t *testing.T) {
 	cp := harness.Start(t, harness.Options{DualStack: true})
-	ctx := context.Background()
 	cp.CreateNode(t, harness.Node{Name: "edge-1", InternalIP: "127.0.0.1", Edge: true, Ready: true,
 		Labels: map[string]string{"apps.openyurt.io/nodepool": "edge-pool"}})
 	cp.CreateService(t, harness.TunnelService(edgeTunnelV4, edgeTunnelV6))
 	lines, want := harness.SyntheticRecords(edgeRecords, edgeTunnelV4)
-	cp.ApplyConfigMap(t, annotated(recordsConfigMap(lines...), edgeTunnelV4))
 	grantCoreDNS(t, cp)
+	// The records as shards only (no single ConfigMap to fall back to): one
+	// label-selected list and watch, which yurthub must cache.
+	shardCount := applyShards(t, cp, lines, edgeTunnelV4)
 	token := cp.ServiceAccountToken(t, tunnelnodes.Namespace, "coredns")
 
 	hub := cp.StartYurthub(t, "edge-1")
@@ -81,7 +84,7 @@ func TestEdgeAutonomyThroughYurthub(t *testing.T) {
 	}
 	changed := time.Now()
 	lines = append(lines, edgeTunnelV4+"\tedge-online")
-	cp.ApplyConfigMap(t, annotated(recordsConfigMap(lines...), edgeTunnelV4))
+	applyShards(t, cp, lines, edgeTunnelV4)
 	want["edge-online"] = edgeTunnelV4
 	harness.Eventually(t, time.Second, func() error { return answers(server.DNSAddr, "edge-online.", dns.TypeA, edgeTunnelV4) })
 	t.Logf("online: change answered %s after the write", time.Since(changed).Round(time.Millisecond))
@@ -112,6 +115,9 @@ func TestEdgeAutonomyThroughYurthub(t *testing.T) {
 		t.Errorf("offline restart: ready after %s, want within 2 s from yurthub's cache", ready.Round(time.Millisecond))
 	}
 	checkEdgeRecords(t, server.DNSAddr, want)
+	if got := harness.Metric(t, server.MetricsURL, `coredns_yurthosts_shards{configmap="kube-system/yurt-tunnel-nodes"}`); got != float64(shardCount) {
+		t.Errorf("offline restart: %v shards served, want %d", got, shardCount)
+	}
 	if err := answers(server.DNSAddr, "kubernetes.default.svc.cluster.local.", dns.TypeA, "10.96.0.1"); err != nil {
 		t.Errorf("offline restart: kubernetes plugin: %v", err)
 	}
@@ -125,10 +131,7 @@ func TestEdgeAutonomyThroughYurthub(t *testing.T) {
 	cp.StartAPIServer(t)
 	back := time.Now()
 	lines = append(lines, edgeTunnelV4+"\tedge-reconnected")
-	if _, err := cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Update(ctx,
-		annotated(recordsConfigMap(lines...), edgeTunnelV4), metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	applyShards(t, cp, lines, edgeTunnelV4)
 	limit := time.Duration(hub.HealthyThreshold+1)*hub.HeartbeatInterval + 5*time.Second
 	harness.Eventually(t, limit, func() error {
 		return answers(server.DNSAddr, "edge-reconnected.", dns.TypeA, edgeTunnelV4)
@@ -137,11 +140,17 @@ func TestEdgeAutonomyThroughYurthub(t *testing.T) {
 		time.Since(back).Round(time.Millisecond), hub.HealthyThreshold, hub.HeartbeatInterval)
 }
 
-// grantCoreDNS gives kube-system/coredns kubeadm's stock ClusterRole and
-// yurtdns's Role (deploy/coredns-yurt/rbac).
+// grantCoreDNS gives kube-system/coredns kubeadm's stock ClusterRole,
+// yurtdns's Role (deploy/coredns-yurt/rbac) and the shards' namespace with
+// its reader Role (deploy/records, as applied).
 func grantCoreDNS(t *testing.T, cp *harness.ControlPlane) {
 	t.Helper()
 	ctx := context.Background()
+	records, err := deploy.Render(deploy.Records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.Apply(t, records, false)
 	role, binding := stockCoreDNSRBAC("coredns")
 	rbac := cp.Client.RbacV1()
 	if _, err := rbac.ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
