@@ -61,9 +61,10 @@ func quantile(v []float64, q float64) float64 {
 func run(in, out string) error {
 	var d dnsperf
 	var p propagation
-	var scale, conv10, conv30, change, churn map[string]float64
+	var scale, conv10, conv30, change, churn, fleet, fleet100k map[string]float64
 	for name, v := range map[string]any{"dnsperf": &d, "propagation": &p, "scale": &scale,
-		"sync-convergence-10000": &conv10, "sync-convergence-30000": &conv30, "sync-change": &change, "sync-churn": &churn} {
+		"sync-convergence-10000": &conv10, "sync-convergence-30000": &conv30, "sync-change": &change, "sync-churn": &churn,
+		"fleet-change": &fleet, "fleet-100k": &fleet100k} {
 		if err := load(in, name, v); err != nil {
 			return err
 		}
@@ -90,6 +91,15 @@ func run(in, out string) error {
 	fmt.Fprintf(&b, "| one node change → ConfigMap (%.0f changes, debounce 50 ms) | p50 %.0f ms, p99 %.0f ms | p99 ≤ 100 ms | `-bench SyncNodeChange` |\n", change["changes"], change["p50_ms"], change["p99_ms"])
 	fmt.Fprintf(&b, "| churn | %.0f node changes in %.1f s → %.0f ConfigMap writes (%.1f per second of churn) | ≤ 25 for 1000 in 1 s | `-bench SyncChurn` |\n",
 		churn["changes"], churn["burst_ms"]/1000, churn["writes"], churn["writes"]/(churn["burst_ms"]/1000))
+	fmt.Fprintf(&b, "| one node change at %.0f nodes (%.0f shards), bytes the apiserver sends each watcher (%.0f real watches per layout, %.0f changes, same run) | single ConfigMap %.0f B, shards %.0f B: **%.2f%%**; at 5,000 watchers (linear) %.0f MB vs %.2f MB per change | ≤ 1%% | `-bench FleetChange` |\n",
+		fleet["nodes"], fleet["shards"], fleet["watchers"], fleet["changes"], fleet["bytes_per_watcher_single"], fleet["bytes_per_watcher_shards"],
+		fleet["percent"], fleet["mb_per_change_5000_single"], fleet["mb_per_change_5000_shards"])
+	fmt.Fprintf(&b, "| node change → answer at %.0f nodes | shards p50 %.0f ms, p99 %.0f ms; single ConfigMap p50 %.0f ms, p99 %.0f ms (sync writes per change: %.2f shards, %.2f single) | p99 ≤ 100 ms | `-bench FleetChange` |\n",
+		fleet["nodes"], fleet["p50_ms_shards"], fleet["p99_ms_shards"], fleet["p50_ms_single"], fleet["p99_ms_single"],
+		fleet["shard_writes_per_change"], fleet["single_writes_per_change"])
+	fmt.Fprintf(&b, "| %.0f nodes | sync start → all %.0f shards written %.1f s, RSS %.0f MiB (%.0f MiB after %.0f changes, %.0f shard writes); coredns-yurt start → ready %.0f ms (empty %.0f ms), RSS +%.1f MiB over empty | ready ≤ 2 s; ≤ 64 MiB | `-bench Fleet100k` |\n",
+		fleet100k["nodes"], fleet100k["shards"], fleet100k["sync_written_ms"]/1000, fleet100k["sync_rss_mib"], fleet100k["sync_rss_after_churn_mib"],
+		fleet100k["churn_changes"], fleet100k["shard_writes"], fleet100k["coredns_ready_ms"], fleet100k["coredns_empty_ready_ms"], fleet100k["coredns_rss_over_empty_mib"])
 	b.WriteString("\nAll rows: `make bench` runs them together (about 8 minutes); each `-bench` above runs one, from the repository root, after `make test-tools`.\n")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err

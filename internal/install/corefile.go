@@ -18,7 +18,7 @@ import (
 // the stock Deployment is never handed a Corefile it cannot parse (stock
 // CoreDNS crash-loops on yurthosts), whatever moment install or revert stops.
 func corefileStep() Step {
-	return corefileCopyStep("corefile", corednsName, corednsYurtConfigMap, "yurthosts { fallthrough } in the .:53 block",
+	return corefileCopyStep("corefile", corednsName, corednsYurtConfigMap, "yurthosts { "+shardsOption+"; fallthrough } in the .:53 block",
 		func(src string) (string, error) {
 			out, _, err := EnsureYurthosts(src)
 			return out, err

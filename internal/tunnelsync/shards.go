@@ -55,16 +55,25 @@ func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostE
 		groups[i] = append(groups[i], e)
 	}
 
+	writes := make([]write, count)
+	writeShard := func(ctx context.Context, i int) (err error) {
+		writes[i], err = r.writeShard(ctx, i, count, tunnelnodes.RenderHosts(groups[i]), annotations)
+		return err
+	}
+	var err error
+	first := 0
+	if r.shardsNamespaceMissing {
+		// One request tells whether the namespace is there now, not one per shard.
+		err, first = writeShard(ctx, 0), 1
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(shardWriters)
-	writes := make([]write, count)
-	for i := range count {
-		g.Go(func() (err error) {
-			writes[i], err = r.writeShard(gctx, i, count, tunnelnodes.RenderHosts(groups[i]), annotations)
-			return err
-		})
+	for i := first; i < count && err == nil; i++ {
+		g.Go(func() error { return writeShard(gctx, i) })
 	}
-	err := g.Wait()
+	if werr := g.Wait(); err == nil {
+		err = werr
+	}
 	switch {
 	case namespaceMissing(err):
 		errorsTotal.WithLabelValues("no_shards_namespace").Inc()

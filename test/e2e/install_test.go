@@ -298,7 +298,7 @@ func TestInstallRevert(t *testing.T) {
 		t.Errorf("install after a stock Corefile edit: %v\n%s", err, out)
 	}
 	cm, _ = k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns-yurt", metav1.GetOptions{})
-	if want := ".:53 {\n    log\n    yurthosts {\n        fallthrough\n    }\n    kubernetes cluster.local\n}\n"; cm.Data["Corefile"] != want {
+	if want := ".:53 {\n    log\n    yurthosts {\n        shards yurtdns-records\n        fallthrough\n    }\n    kubernetes cluster.local\n}\n"; cm.Data["Corefile"] != want {
 		t.Errorf("coredns-yurt after carrying over:\n%s\nwant:\n%s", cm.Data["Corefile"], want)
 	}
 	setStockCorefile(stockCorefile)

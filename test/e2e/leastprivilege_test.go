@@ -266,6 +266,7 @@ func checkAccess(t *testing.T, cp *harness.ControlPlane, sa string, table []acce
 // nothing else: no other ConfigMap, no Secret, no write of any kind.
 func corednsTable(sa, secret string) []access {
 	ns, cm, svc := tunnelnodes.Namespace, tunnelnodes.ConfigMapName, tunnelnodes.ServiceName
+	shards := tunnelnodes.ShardsNamespace
 	why := "yurthosts reads it"
 	return []access{
 		allow("get", "configmaps", ns, cm, why),
@@ -274,6 +275,12 @@ func corednsTable(sa, secret string) []access {
 		allow("get", "services", ns, svc, why),
 		allow("list", "services", ns, svc, why),
 		allow("watch", "services", ns, svc, why),
+		allow("list", "configmaps", shards, "", "yurthosts watches the shards by label: their namespace holds nothing else"),
+		allow("watch", "configmaps", shards, "", "yurthosts watches the shards by label: their namespace holds nothing else"),
+		deny("create", "configmaps", shards, "yurtdns-probe-coredns"),
+		deny("update", "configmaps", shards, tunnelnodes.ShardName(cm, 1, 0)),
+		deny("delete", "configmaps", shards, tunnelnodes.ShardName(cm, 1, 0)),
+		deny("list", "secrets", shards, ""),
 
 		deny("get", "configmaps", ns, "coredns"),
 		deny("get", "configmaps", ns, tunnelnodes.ServerConfigName),
@@ -334,6 +341,7 @@ func stockCoreDNSReads() []access {
 // what it creates under another name it cannot read back.
 func syncTable(sa, secret string) []access {
 	ns, cm, svc, cfg := tunnelnodes.Namespace, tunnelnodes.ConfigMapName, tunnelnodes.ServiceName, tunnelnodes.ServerConfigName
+	shards := tunnelnodes.ShardsNamespace
 	lease := "tunnel-nodes-sync"
 	return []access{
 		allow("get", "nodes", "", "worker-1", "the records come from nodes"),
@@ -348,6 +356,12 @@ func syncTable(sa, secret string) []access {
 		allow("watch", "configmaps", ns, cfg, "the server config lists the ports"),
 		allow("create", "configmaps", ns, "yurtdns-probe-sync", "it creates the records ConfigMap when missing; RBAC cannot limit create to a name"),
 		deny("get", "configmaps", ns, "yurtdns-probe-sync"),
+		allow("list", "configmaps", shards, "", "it keeps the shards, in a namespace of their own"),
+		allow("watch", "configmaps", shards, "", "it keeps the shards, in a namespace of their own"),
+		allow("create", "configmaps", shards, "yurtdns-probe-sync", "it writes the shards"),
+		allow("update", "configmaps", shards, "yurtdns-probe-sync", "it writes the shards"),
+		allow("delete", "configmaps", shards, "yurtdns-probe-sync", "it deletes an old shard set"),
+		deny("list", "secrets", shards, ""),
 		allow("get", "services", ns, svc, "the tunnel Service"),
 		allow("list", "services", ns, svc, "the tunnel Service"),
 		allow("watch", "services", ns, svc, "the tunnel Service"),
@@ -422,12 +436,12 @@ func serviceAccountOf(t harness.TB, dir, kind string) string {
 	return ""
 }
 
-// applyRBAC applies what install's rbac and sync steps apply (the sync
+// applyRBAC applies what install's records, rbac and sync steps apply (the sync
 // Deployment only as a dry run: envtest runs no pods), labelled as install
 // labels what it creates, so `install --dry-run` later sees them as its own.
 func applyRBAC(t harness.TB, cp *harness.ControlPlane) {
 	t.Helper()
-	for _, dir := range []string{deploy.CoreDNSRBAC, deploy.TunnelNodesSync} {
+	for _, dir := range []string{deploy.Records, deploy.CoreDNSRBAC, deploy.TunnelNodesSync} {
 		objs, err := deploy.Render(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -444,7 +458,9 @@ func applyRBAC(t harness.TB, cp *harness.ControlPlane) {
 				real = append(real, o)
 			}
 		}
-		cp.Apply(t, objs, true)
+		if dir != deploy.Records { // a dry run of what goes in a namespace needs the namespace
+			cp.Apply(t, objs, true)
+		}
 		cp.Apply(t, real, false)
 	}
 }
@@ -469,6 +485,7 @@ const leastPrivilegeCorefile = `.:{{.DNSPort}} {
     prometheus {{.MetricsAddr}}
     yurthosts {
         kubeconfig {{.Kubeconfig}}
+        shards yurtdns-records
     }
 }
 `

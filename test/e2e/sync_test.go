@@ -290,8 +290,9 @@ func TestSyncConcurrentWriter(t *testing.T) {
 	t.Logf("conflicts seen by the sync: %v", harness.Metric(t, sync.MetricsURL, `tunnel_nodes_sync_write_conflicts_total{object="configmap"}`))
 }
 
-// TestSyncTooLarge: records over 1 MiB are not written half-way; the
-// previous content stays and the error is reported.
+// TestSyncTooLarge: records over 1 MiB are not written half-way to the
+// single ConfigMap; its previous content stays, the error is reported once
+// (log, event, metric), and the shards hold every record.
 func TestSyncTooLarge(t *testing.T) {
 	cp, first := syncedEdgeNode(t)
 	ctx := context.Background()
@@ -312,10 +313,23 @@ func TestSyncTooLarge(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.ShardsNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	sync := harness.StartSync(t, cp.Kubeconfig, "--leader-elect=false")
 	harness.Eventually(t, 10*time.Second, func() error {
 		if got := harness.Metric(t, sync.MetricsURL, `tunnel_nodes_sync_errors_total{reason="too_large"}`); got < 1 {
 			return fmt.Errorf("too_large errors = %v", got)
+		}
+		if got := harness.Metric(t, sync.MetricsURL, `tunnel_nodes_sync_single_configmap_fits`); got != 0 {
+			return fmt.Errorf("single_configmap_fits = %v", got)
+		}
+		return nil
+	})
+	// The shards hold every record (4,201 names: 512 shards).
+	harness.Eventually(t, 20*time.Second, func() error {
+		if got := harness.Metric(t, sync.MetricsURL, `tunnel_nodes_sync_shards`); got != 512 {
+			return fmt.Errorf("shards = %v, want 512", got)
 		}
 		return nil
 	})
@@ -325,13 +339,16 @@ func TestSyncTooLarge(t *testing.T) {
 	if !strings.Contains(sync.Output(), "over the 1048576 byte ConfigMap limit") {
 		t.Errorf("no clear error in the log")
 	}
-	evs, err := cp.Client.EventsV1().Events(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool { return e.Reason == "RecordsTooLarge" }) {
-		t.Errorf("no RecordsTooLarge event")
-	}
+	harness.Eventually(t, 5*time.Second, func() error {
+		evs, err := cp.Client.EventsV1().Events(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool { return e.Reason == "RecordsTooLarge" }) {
+			return fmt.Errorf("no RecordsTooLarge event")
+		}
+		return nil
+	})
 }
 
 // TestSyncRavenProfile: --profile raven writes edge-tunnel-nodes; without

@@ -34,9 +34,7 @@ import (
 //     it stays as it is, as with a kubelet cut off;
 //   - each Service with a selector gets an EndpointSlice of the pods it
 //     selects, ready as they are; pods whose controller is gone are deleted;
-//   - the DaemonSets' and Deployments' status says what their pods do;
-//   - a deleted namespace's ConfigMaps, Roles and RoleBindings are deleted
-//     and the namespace finalized, as the namespace controller does.
+//   - the DaemonSets' and Deployments' status says what their pods do.
 //
 // Tests that need a Ready node create one (Node.Ready).
 func (cp *ControlPlane) PlayRolloutControllers(namespace string) (stop func()) {
@@ -106,29 +104,6 @@ func (p *player) round(ctx context.Context) {
 		p.kubelet(ctx, pod, ready[pod.Spec.NodeName])
 	}
 	p.endpointSlices(ctx)
-	p.namespaces(ctx)
-}
-
-// namespaces finalizes the deleted namespaces once what yurtdns puts in
-// them (ConfigMaps, Roles, RoleBindings) is deleted.
-func (p *player) namespaces(ctx context.Context) {
-	nss, err := p.c.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return
-	}
-	for _, ns := range nss.Items {
-		if ns.DeletionTimestamp == nil {
-			continue
-		}
-		all := metav1.ListOptions{}
-		if p.c.CoreV1().ConfigMaps(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, all) != nil ||
-			p.c.RbacV1().RoleBindings(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, all) != nil ||
-			p.c.RbacV1().Roles(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, all) != nil {
-			continue
-		}
-		ns.Spec.Finalizers = nil
-		_, _ = p.c.CoreV1().Namespaces().Finalize(ctx, &ns, metav1.UpdateOptions{})
-	}
 }
 
 func (p *player) daemonSet(ctx context.Context, ds *appsv1.DaemonSet, nodes []corev1.Node, pods []corev1.Pod, ready map[string]bool) {

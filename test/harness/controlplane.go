@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -152,7 +154,44 @@ func Start(t TB, opts Options) *ControlPlane {
 	cp.Config = admin.Config()
 	cp.Kubeconfig = cp.writeKubeconfig(t, admin)
 	cp.Client = kubernetes.NewForConfigOrDie(cp.Config)
+	stop := cp.finalizeNamespaces()
+	t.Cleanup(stop) // before the control plane stops (cleanups run last first)
 	return cp
+}
+
+// finalizeNamespaces stands in for the namespace controller, which envtest
+// does not run and every cluster does, until stop is called: a deleted
+// namespace's ConfigMaps, Roles and RoleBindings (what yurtdns puts in one)
+// are deleted and the namespace is finalized.
+func (cp *ControlPlane) finalizeNamespaces() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	c := cp.UnthrottledClient()
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if nss, err := c.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
+				for _, ns := range nss.Items {
+					if ns.DeletionTimestamp != nil {
+						finalizeNamespace(ctx, c, ns)
+					}
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func finalizeNamespace(ctx context.Context, c kubernetes.Interface, ns corev1.Namespace) {
+	all, del := metav1.ListOptions{}, metav1.DeleteOptions{}
+	if c.CoreV1().ConfigMaps(ns.Name).DeleteCollection(ctx, del, all) != nil ||
+		c.RbacV1().RoleBindings(ns.Name).DeleteCollection(ctx, del, all) != nil ||
+		c.RbacV1().Roles(ns.Name).DeleteCollection(ctx, del, all) != nil {
+		return // next round
+	}
+	ns.Spec.Finalizers = nil
+	_, _ = c.CoreV1().Namespaces().Finalize(ctx, &ns, metav1.UpdateOptions{})
 }
 
 // KubeconfigFor provisions a user (authenticated by client certificate) and

@@ -1,0 +1,407 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	gosync "sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+)
+
+// fleetCorefile serves the records as install's Corefile does; {{.Extra}}
+// is empty (the single ConfigMap) or the shards option.
+const fleetCorefile = `.:{{.DNSPort}} {
+    bind 127.0.0.1
+    ready {{.ReadyAddr}}
+    yurthosts {
+        kubeconfig {{.Kubeconfig}}
+        EXTRA
+    }
+}
+`
+
+func fleetCorefileWith(extra string) string { return strings.Replace(fleetCorefile, "EXTRA", extra, 1) }
+
+// countingBody counts the bytes read from a response body.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// countingTransport counts the response bytes of every request.
+type countingTransport struct {
+	rt http.RoundTripper
+	n  *atomic.Int64
+}
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(r)
+	if resp != nil && resp.Body != nil {
+		resp.Body = countingBody{resp.Body, t.n}
+	}
+	return resp, err
+}
+
+// watchers are w real client-go watches, each with its own client, in
+// protobuf as yurthosts asks: the bytes the apiserver sends them, and the
+// events they got.
+type watchers struct {
+	bytes, events atomic.Int64
+	stops         []func()
+}
+
+func startWatchers(b *testing.B, cfg *rest.Config, w int, namespace string, opts metav1.ListOptions) *watchers {
+	b.Helper()
+	ws := &watchers{}
+	ctx := context.Background()
+	for range w {
+		c := rest.CopyConfig(cfg)
+		c.ContentType = "application/vnd.kubernetes.protobuf"
+		c.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		c.QPS, c.Burst = -1, 0
+		c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &ws.bytes} }
+		client := kubernetes.NewForConfigOrDie(c)
+		list, err := client.CoreV1().ConfigMaps(namespace).List(ctx, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		watchOpts := opts
+		watchOpts.ResourceVersion = list.ResourceVersion
+		watch, err := client.CoreV1().ConfigMaps(namespace).Watch(ctx, watchOpts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for range watch.ResultChan() {
+				ws.events.Add(1)
+			}
+		}()
+		ws.stops = append(ws.stops, watch.Stop)
+	}
+	return ws
+}
+
+func (ws *watchers) stop() {
+	for _, s := range ws.stops {
+		s()
+	}
+}
+
+// flipEdge turns node name into a cloud node at its InternalIP, or back.
+func flipEdge(b testing.TB, c kubernetes.Interface, name string) {
+	b.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Labels[tunnelnodes.EdgeNodeLabel] == "true" {
+			n.Labels[tunnelnodes.EdgeNodeLabel] = "false"
+		} else {
+			n.Labels[tunnelnodes.EdgeNodeLabel] = "true"
+		}
+		_, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// createFleet is n nodes in cluster c, every one an edge node with an
+// InternalIP (a flipped one answers that address), 32 writers in parallel.
+func createFleet(b *testing.B, c kubernetes.Interface, n int) {
+	b.Helper()
+	ctx := context.Background()
+	var wg gosync.WaitGroup
+	var failed atomic.Value
+	const writers = 32
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < n && failed.Load() == nil; i += writers {
+				obj := harness.Node{Name: fleetNode(i), InternalIP: fleetIP(i), Edge: true}.Object()
+				created, err := c.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{})
+				if err == nil {
+					created.Status.Addresses = obj.Status.Addresses
+					_, err = c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+				}
+				if err != nil {
+					failed.Store(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func fleetNode(i int) string { return fmt.Sprintf("edge-node-%06d", i) }
+func fleetIP(i int) string   { return fmt.Sprintf("10.%d.%d.%d", 100+i>>16, i>>8&255, i&255) }
+
+// shardSetComplete reports whether the shards of the records hold n names
+// in one complete set, and its count.
+func shardSetComplete(b testing.TB, c kubernetes.Interface, n int) (int, bool) {
+	b.Helper()
+	list, err := c.CoreV1().ConfigMaps(tunnelnodes.ShardsNamespace).List(context.Background(),
+		metav1.ListOptions{LabelSelector: tunnelnodes.RecordsOfLabel + "=" + tunnelnodes.ConfigMapName})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cms := make([]*corev1.ConfigMap, len(list.Items))
+	for i := range list.Items {
+		cms[i] = &list.Items[i]
+	}
+	sets, _ := tunnelnodes.ShardSets(tunnelnodes.ConfigMapName, cms)
+	set, ok := tunnelnodes.ServedShardSet(sets)
+	if !ok || len(sets) != 1 {
+		return 0, false
+	}
+	names := 0
+	for _, cm := range set.Shards {
+		if text := cm.Data[tunnelnodes.ConfigMapKey]; text != "" {
+			names += strings.Count(text, "\n") + 1
+		}
+	}
+	return set.Count, names == n
+}
+
+// fleet is a control plane with the shards' namespace, the tunnel Service
+// and n edge nodes, and the sync having written all their records.
+func fleet(b *testing.B, n int, syncArgs ...string) (*harness.ControlPlane, kubernetes.Interface, *harness.Sync, time.Duration) {
+	b.Helper()
+	cp := harness.Start(b, harness.Options{})
+	c := cp.UnthrottledClient()
+	if _, err := c.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.ShardsNamespace}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	cp.CreateService(b, harness.TunnelService(tunnelIP))
+	created := time.Now()
+	createFleet(b, c, n)
+	b.Logf("%d nodes created in %s", n, time.Since(created).Round(time.Second))
+	harness.Binary(b, "tunnel-nodes-sync")
+	harness.Binary(b, "coredns-yurt")
+	start := time.Now()
+	s := harness.StartSync(b, cp.Kubeconfig, append([]string{"--leader-elect=false"}, syncArgs...)...)
+	for {
+		if _, ok := shardSetComplete(b, c, n); ok {
+			break
+		}
+		if time.Since(start) > 5*time.Minute {
+			b.Fatalf("the shards of %d nodes not written after 5 minutes", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return cp, c, s, time.Since(start)
+}
+
+// BenchmarkFleetChange: at 5,000 nodes, what one node change costs the
+// watchers of each layout, side by side in one run: W real watches of the
+// single records ConfigMap (what every coredns-yurt pod, and the kubelet of
+// every pod mounting it, watched) and W real watches of the shards (what
+// coredns-yurt watches now), the bytes the apiserver sends them per change,
+// extrapolated linearly to 5,000 watchers (one per node); then node change
+// → answer at two coredns-yurt, one per layout, and the sync's writes.
+func BenchmarkFleetChange(b *testing.B) {
+	const nodes, w = 5000, 50
+	changes := 100
+	if testing.Short() {
+		changes = 10
+	}
+	cp, c, sync, _ := fleet(b, nodes)
+	count, _ := shardSetComplete(b, c, nodes)
+	single := startWatchers(b, cp.Config, w, tunnelnodes.Namespace,
+		metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", tunnelnodes.ConfigMapName).String()})
+	defer single.stop()
+	sharded := startWatchers(b, cp.Config, w, tunnelnodes.ShardsNamespace,
+		metav1.ListOptions{LabelSelector: tunnelnodes.RecordsOfLabel + "=" + tunnelnodes.ConfigMapName})
+	defer sharded.stop()
+	viaSingle := harness.StartCoreDNS(b, cp.Kubeconfig, fleetCorefileWith(""), harness.CoreDNSOptions{CPUs: serverCPU})
+	viaShards := harness.StartCoreDNS(b, cp.Kubeconfig, fleetCorefileWith("shards "+tunnelnodes.ShardsNamespace), harness.CoreDNSOptions{CPUs: serverCPU})
+	writesBefore := harness.Metric(b, sync.MetricsURL, `tunnel_nodes_sync_writes_total{object="shard"}`)
+	singleWritesBefore := harness.Metric(b, sync.MetricsURL, `tunnel_nodes_sync_writes_total{object="configmap"}`)
+
+	rng := rand.New(rand.NewPCG(7, 8))
+	var singleBytes, shardBytes int64
+	var latSingle, latShards []time.Duration
+	for range changes {
+		i := rng.IntN(nodes)
+		name, ip := fleetNode(i), fleetIP(i)
+		want := ip
+		if n, err := c.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{}); err != nil {
+			b.Fatal(err)
+		} else if n.Labels[tunnelnodes.EdgeNodeLabel] != "true" {
+			want = tunnelIP
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(100 * time.Millisecond))))
+		sb, se, hb, he := single.bytes.Load(), single.events.Load(), sharded.bytes.Load(), sharded.events.Load()
+		changed := time.Now()
+		flipEdge(b, c, name)
+		var wg gosync.WaitGroup
+		var dSingle, dShards time.Duration
+		wg.Go(func() { dSingle = waitForAnswer(b, viaSingle.DNSAddr, name, want, changed) })
+		wg.Go(func() { dShards = waitForAnswer(b, viaShards.DNSAddr, name, want, changed) })
+		wg.Wait()
+		latSingle, latShards = append(latSingle, dSingle), append(latShards, dShards)
+		// Every watcher has its event (one write of each layout per change).
+		deadline := time.Now().Add(10 * time.Second)
+		for single.events.Load()-se < w || sharded.events.Load()-he < w {
+			if time.Now().After(deadline) {
+				b.Fatalf("watchers got %d and %d events of %d", single.events.Load()-se, sharded.events.Load()-he, w)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond) // the rest of a frame in flight
+		singleBytes += single.bytes.Load() - sb
+		shardBytes += sharded.bytes.Load() - hb
+	}
+	shardWrites := harness.Metric(b, sync.MetricsURL, `tunnel_nodes_sync_writes_total{object="shard"}`) - writesBefore
+	singleWrites := harness.Metric(b, sync.MetricsURL, `tunnel_nodes_sync_writes_total{object="configmap"}`) - singleWritesBefore
+
+	perWatcherSingle := float64(singleBytes) / float64(changes*w)
+	perWatcherShards := float64(shardBytes) / float64(changes*w)
+	ratio := perWatcherShards / perWatcherSingle
+	slices.Sort(latSingle)
+	slices.Sort(latShards)
+	p99Single, p99Shards := percentile(latSingle, 0.99), percentile(latShards, 0.99)
+	b.ReportMetric(perWatcherSingle, "B/watcher/change-single")
+	b.ReportMetric(perWatcherShards, "B/watcher/change-shards")
+	b.ReportMetric(100*ratio, "%-bytes-shards/single")
+	b.ReportMetric(float64(p99Single.Microseconds())/1000, "p99-ms-change-to-answer-single")
+	b.ReportMetric(float64(p99Shards.Microseconds())/1000, "p99-ms-change-to-answer-shards")
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	record(b, "fleet-change", map[string]any{
+		"nodes": nodes, "shards": count, "watchers": w, "changes": changes,
+		"bytes_per_watcher_single": perWatcherSingle, "bytes_per_watcher_shards": perWatcherShards,
+		"mb_per_change_5000_single": perWatcherSingle * nodes / 1e6, "mb_per_change_5000_shards": perWatcherShards * nodes / 1e6,
+		"percent":       100 * ratio,
+		"p50_ms_single": ms(percentile(latSingle, 0.5)), "p99_ms_single": ms(p99Single),
+		"p50_ms_shards": ms(percentile(latShards, 0.5)), "p99_ms_shards": ms(p99Shards),
+		"shard_writes_per_change": shardWrites / float64(changes), "single_writes_per_change": singleWrites / float64(changes),
+	})
+	b.Logf("%d nodes, %d shards, %d changes: %.0f B per watcher per change on the single ConfigMap, %.0f B on the shards (%.2f%%); "+
+		"at 5,000 watchers %.1f MB vs %.2f MB per change. Change → answer p50/p99: single %s/%s, shards %s/%s. Sync writes per change: %.2f shards, %.2f single",
+		nodes, count, changes, perWatcherSingle, perWatcherShards, 100*ratio, perWatcherSingle*nodes/1e6, perWatcherShards*nodes/1e6,
+		percentile(latSingle, 0.5), p99Single, percentile(latShards, 0.5), p99Shards, shardWrites/float64(changes), singleWrites/float64(changes))
+	if ratio > 0.01 {
+		b.Errorf("one change sends the shard watchers %.2f%% of the single ConfigMap's bytes, over 1%%", 100*ratio)
+	}
+}
+
+// waitForAnswer asks server every millisecond until name answers want (A),
+// and returns the time since changed.
+func waitForAnswer(b testing.TB, server, name, want string, changed time.Time) time.Duration {
+	c := &dns.Client{Timeout: 200 * time.Millisecond}
+	m := new(dns.Msg).SetQuestion(name+".", dns.TypeA)
+	for time.Since(changed) < 10*time.Second {
+		r, _, err := c.Exchange(m, server)
+		if err == nil && len(r.Answer) == 1 {
+			if a, ok := r.Answer[0].(*dns.A); ok && a.A.String() == want {
+				return time.Since(changed)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.Errorf("%s did not answer %s → %s within 10s", server, name, want)
+	return 10 * time.Second
+}
+
+// BenchmarkFleet100k: 100,000 nodes. The sync from start to every record
+// written (as shards: the single ConfigMap cannot hold them) and its memory
+// and writes under churn; coredns-yurt from start to ready and its resident
+// memory over the same server with no records, and a spot-check of names.
+func BenchmarkFleet100k(b *testing.B) {
+	nodes := 100000
+	if testing.Short() {
+		nodes = 20000
+	}
+	cp, c, sync, written := fleet(b, nodes)
+	count, _ := shardSetComplete(b, c, nodes)
+	syncRSS := vmRSS(b, sync.Pid())
+	writesBefore := harness.Metric(b, sync.MetricsURL, `tunnel_nodes_sync_writes_total{object="shard"}`)
+
+	// Churn: 200 node changes, 20 a second.
+	const churn = 200
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range churn {
+		flipEdge(b, c, fleetNode(rng.IntN(nodes)))
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	churnWrites := harness.Metric(b, sync.MetricsURL, `tunnel_nodes_sync_writes_total{object="shard"}`) - writesBefore
+	churnRSS := vmRSS(b, sync.Pid())
+
+	measure := func(records string) (time.Duration, int, *harness.CoreDNS) {
+		corefile := strings.Replace(fleetCorefileWith("shards "+tunnelnodes.ShardsNamespace), "kubeconfig", "configmap kube-system/"+records+"\n        kubeconfig", 1)
+		start := time.Now()
+		srv := harness.StartCoreDNS(b, cp.Kubeconfig, corefile, harness.CoreDNSOptions{CPUs: serverCPU})
+		ready := time.Since(start)
+		time.Sleep(2 * time.Second) // let the first GC cycles run
+		return ready, vmRSS(b, srv.Pid()), srv
+	}
+	emptyReady, emptyRSS, empty := measure("no-such-records")
+	empty.Stop()
+	ready, rss, srv := measure(tunnelnodes.ConfigMapName)
+	// Spot-check: 200 names at random answer as the nodes say.
+	for range 200 {
+		i := rng.IntN(nodes)
+		n, err := c.CoreV1().Nodes().Get(context.Background(), fleetNode(i), metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		want := tunnelIP
+		if n.Labels[tunnelnodes.EdgeNodeLabel] != "true" {
+			want = fleetIP(i)
+		}
+		waitForAnswer(b, srv.DNSAddr, fleetNode(i), want, time.Now())
+	}
+	r := harness.Dig(b, srv.DNSAddr, fleetNode(nodes-1), "A")
+	b.Logf("dig %s: %s %v", fleetNode(nodes-1), r.Status, r.Answers)
+
+	b.ReportMetric(float64(written.Milliseconds()), "ms-sync-start-to-written")
+	b.ReportMetric(float64(syncRSS)/1024, "MiB-sync-rss")
+	b.ReportMetric(churnWrites/churn, "shard-writes/change")
+	b.ReportMetric(float64(ready.Milliseconds()), "ms-coredns-start-to-ready")
+	b.ReportMetric(float64(rss-emptyRSS)/1024, "MiB-coredns-rss-over-empty")
+	record(b, "fleet-100k", map[string]any{"nodes": nodes, "shards": count, "sync_written_ms": written.Milliseconds(),
+		"sync_rss_mib": float64(syncRSS) / 1024, "sync_rss_after_churn_mib": float64(churnRSS) / 1024,
+		"churn_changes": churn, "shard_writes": churnWrites,
+		"coredns_ready_ms": ready.Milliseconds(), "coredns_empty_ready_ms": emptyReady.Milliseconds(),
+		"coredns_rss_over_empty_mib": float64(rss-emptyRSS) / 1024})
+	b.Logf("%d nodes in %d shards: the sync wrote them %s after start (RSS %.0f MiB; %.0f MiB after %d changes at 20/s, %.0f shard writes); "+
+		"coredns-yurt ready %s after start (empty: %s), RSS +%.1f MiB over empty; 200 names spot-checked",
+		nodes, count, written.Round(time.Millisecond), float64(syncRSS)/1024, float64(churnRSS)/1024, churn, churnWrites,
+		ready.Round(time.Millisecond), emptyReady.Round(time.Millisecond), float64(rss-emptyRSS)/1024)
+	if ready > 2*time.Second {
+		b.Errorf("coredns-yurt ready %s after start, over 2 s", ready)
+	}
+	if over := float64(rss-emptyRSS) / 1024; over > 64 {
+		b.Errorf("coredns-yurt RSS %.1f MiB over empty, over 64 MiB", over)
+	}
+}
