@@ -58,6 +58,7 @@ func TestInstallAndRevert(t *testing.T) {
 		checkStaticPod(t, "kube-controller-manager", "-nodelifecycle")
 		checkStaticPod(t, "kube-apiserver", "--kubelet-preferred-address-types=Hostname,InternalIP,ExternalIP")
 	})
+	t.Run("records served from their shards", func(t *testing.T) { checkShardsServed(t) })
 	t.Run("node names from the apiserver's view", func(t *testing.T) { checkAPIServerView(t) })
 	t.Run("the tunnel path", func(t *testing.T) { checkTunnelPath(t) })
 	t.Run("node names from every control-plane node's own resolver", func(t *testing.T) {
@@ -75,6 +76,45 @@ func TestInstallAndRevert(t *testing.T) {
 		t.Errorf("the ServiceMonitors after revert:\n%s\nbefore install:\n%s", now, monitorsBefore)
 	}
 	checkReverted(t, ctx)
+}
+
+// checkShardsServed: the sync wrote the records' shard set (two nodes: one
+// shard), status says so, and every coredns-yurt pod serves the shards (its
+// coredns_yurthosts_shards metric), not the single ConfigMap.
+func checkShardsServed(t *testing.T) {
+	ctx := context.Background()
+	harness.Eventually(t, 30*time.Second, func() error {
+		out, err := runSync(t, "status")
+		if err != nil || !strings.Contains(out, "yurt-tunnel-nodes: 2 names in 1 shards; the records fit in the single ConfigMap") {
+			return fmt.Errorf("status (%v):\n%s", err, out)
+		}
+		return nil
+	})
+	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || len(p.OwnerReferences) == 0 || p.OwnerReferences[0].Kind != "DaemonSet" {
+			continue
+		}
+		harness.Eventually(t, 10*time.Second, func() error {
+			metrics, err := cs.CoreV1().RESTClient().Get().Namespace("kube-system").Resource("pods").Name(p.Name + ":9153").
+				SubResource("proxy").Suffix("metrics").DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			if want := `coredns_yurthosts_shards{configmap="kube-system/yurt-tunnel-nodes"} 1`; !strings.Contains(string(metrics), want) {
+				return fmt.Errorf("pod %s on %s: no %q in its metrics", p.Name, p.Spec.NodeName, want)
+			}
+			return nil
+		})
+		served++
+	}
+	if served != len(kc.Nodes) {
+		t.Errorf("%d coredns-yurt pods serve the shards, want one per node (%d)", served, len(kc.Nodes))
+	}
 }
 
 // checkImageSwap: make image's coredns-yurt runs as the DaemonSet on both
