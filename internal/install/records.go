@@ -102,7 +102,11 @@ func shardsStatus(ctx context.Context, env *Env) (string, error) {
 		if size-1 > tunnelnodes.MaxHostsBytes {
 			fits = "are over 1 MiB: no longer written to"
 		}
-		lines = append(lines, fmt.Sprintf("%s: %d names in %d shards; the records %s the single ConfigMap", records, names, served.Count, fits))
+		plural := "s"
+		if served.Count == 1 {
+			plural = ""
+		}
+		lines = append(lines, fmt.Sprintf("%s: %d names in %d shard%s; the records %s the single ConfigMap", records, names, served.Count, plural, fits))
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "; "), nil

@@ -85,7 +85,7 @@ func checkShardsServed(t *testing.T) {
 	ctx := context.Background()
 	harness.Eventually(t, 30*time.Second, func() error {
 		out, err := runSync(t, "status")
-		if err != nil || !strings.Contains(out, "yurt-tunnel-nodes: 2 names in 1 shards; the records fit in the single ConfigMap") {
+		if err != nil || !strings.Contains(out, "yurt-tunnel-nodes: 2 names in 1 shard; the records fit in the single ConfigMap") {
 			return fmt.Errorf("status (%v):\n%s", err, out)
 		}
 		return nil
