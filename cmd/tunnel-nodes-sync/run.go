@@ -86,7 +86,7 @@ func newRunCommand() *cobra.Command {
 	f.BoolVar(&o.singleConfigMap, "single-configmap", true, "Also write the single records ConfigMap (upstream's format, for other readers) while it fits in 1 MiB")
 	f.Float32Var(&o.manager.QPS, "kube-api-qps", 100, "Requests per second to the apiserver (a new shard set is thousands of writes)")
 	f.IntVar(&o.manager.Burst, "kube-api-burst", 200, "Burst of requests to the apiserver")
-	f.DurationVar(&o.debounce, "debounce", 50*time.Millisecond, "Longest delay before a change is written; changes within it are written together")
+	f.DurationVar(&o.debounce, "debounce", 50*time.Millisecond, "Least time between two syncs: a change after a quiet period is written at once; changes within this time of a sync wait for its end and are written together")
 	return cmd
 }
 

@@ -33,8 +33,9 @@ type Config struct {
 	// SkipSingleConfigMap stops writing the single records ConfigMap (its
 	// readers then need the shards).
 	SkipSingleConfigMap bool
-	// Debounce is the longest a change waits before it is written; changes
-	// within it are written together.
+	// Debounce is the least time between two syncs' starts: a change after
+	// a quiet period is written at once; changes within Debounce of a sync's
+	// start wait until it has passed and are written together.
 	Debounce time.Duration
 }
 

@@ -94,13 +94,20 @@ func notOwnWrite[T client.Object](own *ownWrites) predicate.TypedPredicate[T] {
 	}
 }
 
-// debounced enqueues the single sync key at most delay after the first
-// change; further changes in that window join the same sync (the queue keeps
-// the earliest time for a waiting key).
+// debounced enqueues the single sync key: at once when no sync started
+// within the last delay (a lone node change is written without waiting),
+// else when delay has passed since the last one started, so changes in a
+// burst are written together, at most one sync per delay (as kube-proxy's
+// min-sync-period). The queue keeps the earliest time for a waiting key.
 func debounced[T client.Object](delay time.Duration, trigger *triggerClock) handler.TypedFuncs[T, reconcile.Request] {
 	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		trigger.mark(time.Now())
-		q.AddAfter(syncRequest, delay)
+		now := time.Now()
+		trigger.mark(now)
+		if wait := trigger.sinceLastSync(now, delay); wait > 0 {
+			q.AddAfter(syncRequest, wait)
+			return
+		}
+		q.Add(syncRequest)
 	}
 	return handler.TypedFuncs[T, reconcile.Request]{
 		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

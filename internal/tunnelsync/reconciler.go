@@ -52,11 +52,21 @@ type Reconciler struct {
 	lastPortReport string
 }
 
-// triggerClock remembers when the first change since the last sync arrived:
-// the records ConfigMap carries it so yurthosts can measure end-to-end latency.
+// triggerClock remembers when the first change since the last sync arrived
+// (the records ConfigMap carries it so yurthosts can measure end-to-end
+// latency) and when the last sync started (the debounce counts from it).
 type triggerClock struct {
-	mu    gosync.Mutex
-	first time.Time
+	mu       gosync.Mutex
+	first    time.Time
+	lastSync time.Time
+}
+
+// sinceLastSync is how long a change at now waits so that syncs start at
+// least delay apart; zero or less: sync now.
+func (c *triggerClock) sinceLastSync(now time.Time, delay time.Duration) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return delay - now.Sub(c.lastSync)
 }
 
 func (c *triggerClock) mark(t time.Time) {
@@ -67,9 +77,11 @@ func (c *triggerClock) mark(t time.Time) {
 	}
 }
 
+// take starts a sync at now: the trigger time of its changes.
 func (c *triggerClock) take(now time.Time) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.lastSync = now
 	t := c.first
 	c.first = time.Time{}
 	if t.IsZero() {
@@ -81,7 +93,7 @@ func (c *triggerClock) take(now time.Time) time.Time {
 // ownWrites remembers the resourceVersion of the sync's latest write of each
 // object it writes. The watch event echoing that write changes no input of
 // the records; let through, it would start the trigger clock early and date
-// the next real change (arriving within the debounce) before it happened.
+// the next real change before it happened.
 type ownWrites struct {
 	// inflight is held shared by each write call (shards are written in
 	// parallel) and exclusively by isOwn, so that an echo's check cannot run
@@ -162,17 +174,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		tunnelnodes.LastChangeTriggerTimeAnnotation: triggered.UTC().Format(time.RFC3339Nano),
 		tunnelnodes.TunnelClusterIPsAnnotation:      clusterIPs,
 	}
-	if !r.cfg.SkipSingleConfigMap {
-		if err := r.syncRecords(ctx, tunnelnodes.RenderHosts(entries), annotations, counts, triggered); err != nil {
-			return reconcile.Result{}, err
-		}
-	}
+	// The shards first: every coredns-yurt reads them; the single ConfigMap
+	// is for other readers. Neither failing keeps the other from its write.
 	var result reconcile.Result
+	var shardsErr, singleErr error
 	if r.cfg.ShardsNamespace != "" {
-		var err error
-		if result, err = r.syncShards(ctx, entries, annotations); err != nil {
-			return reconcile.Result{}, err
-		}
+		result, shardsErr = r.syncShards(ctx, entries, annotations, triggered)
+	}
+	if !r.cfg.SkipSingleConfigMap {
+		singleErr = r.syncRecords(ctx, tunnelnodes.RenderHosts(entries), annotations, counts, triggered)
+	}
+	if err := errors.Join(shardsErr, singleErr); err != nil {
+		return reconcile.Result{}, err
 	}
 	if r.serverConfig != nil {
 		if err := r.syncPorts(ctx); err != nil {

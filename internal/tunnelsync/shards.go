@@ -31,11 +31,13 @@ const shardsNamespaceRetry = 30 * time.Second
 // (see the contract there): every shard of the set that differs, then,
 // the set being complete, deletes every other shard of the records. A
 // hand-edited or deleted shard is a difference like any other.
-func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostEntry, annotations map[string]string) (reconcile.Result, error) {
+func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostEntry, annotations map[string]string, triggered time.Time) (reconcile.Result, error) {
 	logger := log.FromContext(ctx)
 	ns := r.cfg.ShardsNamespace
 	var stored corev1.ConfigMapList
-	if err := r.client.List(ctx, &stored, client.InNamespace(ns), client.MatchingLabels{tunnelnodes.RecordsOfLabel: r.cfg.ConfigMap}); err != nil {
+	// Read-only: no per-sync copy of every shard.
+	if err := r.client.List(ctx, &stored, client.InNamespace(ns), client.MatchingLabels{tunnelnodes.RecordsOfLabel: r.cfg.ConfigMap},
+		client.UnsafeDisableDeepCopy); err != nil {
 		errorsTotal.WithLabelValues("api").Inc()
 		return reconcile.Result{}, fmt.Errorf("listing shards in namespace %s: %w", ns, err)
 	}
@@ -55,20 +57,35 @@ func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostE
 		groups[i] = append(groups[i], e)
 	}
 
+	// The shards that differ from the cache's: a node change is one.
+	var stale []int
+	texts := make([]string, count)
+	var cached []*corev1.ConfigMap
+	if set, ok := sets[count]; ok {
+		cached = set.Shards
+	}
+	for i := range count {
+		texts[i] = tunnelnodes.RenderHosts(groups[i])
+		if cached == nil || !r.shardUpToDate(cached[i], i, count, texts[i], annotations) {
+			stale = append(stale, i)
+		}
+	}
 	writes := make([]write, count)
 	writeShard := func(ctx context.Context, i int) (err error) {
-		writes[i], err = r.writeShard(ctx, i, count, tunnelnodes.RenderHosts(groups[i]), annotations)
+		writes[i], err = r.writeShard(ctx, i, count, texts[i], annotations)
 		return err
 	}
 	var err error
-	first := 0
-	if r.shardsNamespaceMissing {
+	if r.shardsNamespaceMissing && len(stale) > 0 {
 		// One request tells whether the namespace is there now, not one per shard.
-		err, first = writeShard(ctx, 0), 1
+		err, stale = writeShard(ctx, stale[0]), stale[1:]
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(shardWriters)
-	for i := first; i < count && err == nil; i++ {
+	for _, i := range stale {
+		if err != nil {
+			break
+		}
 		g.Go(func() error { return writeShard(gctx, i) })
 	}
 	if werr := g.Wait(); err == nil {
@@ -123,7 +140,7 @@ func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostE
 		logger.Info("Wrote a new shard set", "namespace", ns, "shards", count, "previousShards", current,
 			"names", len(entries), "deletedOld", len(old))
 	case written > 0 || len(old) > 0:
-		logger.V(1).Info("Wrote shards", "namespace", ns, "shards", count, "written", written, "deleted", len(old))
+		logger.V(1).Info("Wrote shards", "namespace", ns, "shards", count, "written", written, "deleted", len(old), "sinceTrigger", time.Since(triggered))
 	}
 	return reconcile.Result{}, nil
 }
@@ -133,10 +150,8 @@ func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostE
 func (r *Reconciler) writeShard(ctx context.Context, index, count int, text string, annotations map[string]string) (write, error) {
 	key := types.NamespacedName{Namespace: r.cfg.ShardsNamespace, Name: tunnelnodes.ShardName(r.cfg.ConfigMap, count, index)}
 	shard := tunnelnodes.FormatShard(index, count)
-	clusterIPs := annotations[tunnelnodes.TunnelClusterIPsAnnotation]
 	return writeConflictSafe(ctx, r, "shard", key, func(cm *corev1.ConfigMap, found bool) write {
-		if found && cm.Data[r.cfg.ConfigMapKey] == text && cm.Labels[tunnelnodes.RecordsOfLabel] == r.cfg.ConfigMap &&
-			cm.Annotations[tunnelnodes.ShardAnnotation] == shard && cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation] == clusterIPs {
+		if found && r.shardUpToDate(cm, index, count, text, annotations) {
 			return noWrite
 		}
 		if !found {
@@ -160,6 +175,14 @@ func (r *Reconciler) writeShard(ctx context.Context, index, count int, text stri
 		}
 		return update
 	})
+}
+
+// shardUpToDate: cm (nil: missing) is shard index of count holding text,
+// rendered for the annotations' ClusterIPs.
+func (r *Reconciler) shardUpToDate(cm *corev1.ConfigMap, index, count int, text string, annotations map[string]string) bool {
+	return cm != nil && cm.Data[r.cfg.ConfigMapKey] == text && cm.Labels[tunnelnodes.RecordsOfLabel] == r.cfg.ConfigMap &&
+		cm.Annotations[tunnelnodes.ShardAnnotation] == tunnelnodes.FormatShard(index, count) &&
+		cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation] == annotations[tunnelnodes.TunnelClusterIPsAnnotation]
 }
 
 // deleteShard deletes cm, as it was read: a shard recreated since is kept.

@@ -3,6 +3,7 @@ package tunnelsync
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -69,5 +71,27 @@ func TestSyncShardsFinishesAnInterruptedReshard(t *testing.T) {
 	}
 	if _, again := stored(); fmt.Sprint(again) != fmt.Sprint(rvs) {
 		t.Errorf("nothing changed, but shards were written: %v -> %v", rvs, again)
+	}
+}
+
+// BenchmarkShardTexts: what a sync computes at 5,000 nodes before it writes:
+// the records of every node and the text of each of the 512 shards.
+func BenchmarkShardTexts(b *testing.B) {
+	nodes := make([]corev1.Node, 5000)
+	for i := range nodes {
+		nodes[i] = node(fmt.Sprintf("edge-node-%06d", i), i%10 != 0, internal(fmt.Sprintf("10.1.%d.%d", i>>8, i&255)))
+	}
+	rules := tunnelnodes.YurtTunnelRules(labels.SelectorFromSet(labels.Set{tunnelnodes.EdgeNodeLabel: "true"}), netip.MustParseAddr("10.96.0.9"))
+	for b.Loop() {
+		entries, _, _ := desiredRecords(nodes, rules)
+		count := tunnelnodes.ShardCount(len(entries), 0)
+		groups := make([][]tunnelnodes.HostEntry, count)
+		for _, e := range entries {
+			i := tunnelnodes.ShardOf(e.Name, count)
+			groups[i] = append(groups[i], e)
+		}
+		for _, g := range groups {
+			tunnelnodes.RenderHosts(g)
+		}
 	}
 }
