@@ -92,6 +92,20 @@ func RenderHosts(entries []HostEntry) string {
 	return strings.Join(out, "\n")
 }
 
+// RenderedSize is the length of RenderHosts(entries) without building it
+// (exact for distinct entries, an upper bound otherwise): whether records fit
+// in a ConfigMap is known before they are rendered.
+func RenderedSize(entries []HostEntry) int {
+	if len(entries) == 0 {
+		return 0
+	}
+	n := len(entries) - 1 // the line ends
+	for _, e := range entries {
+		n += len(e.Addr.String()) + 1 + len(e.Name)
+	}
+	return n
+}
+
 // NormalizeName validates a host name as a DNS name (RFC 1123 labels of
 // letters, digits, '-' and '_', at most 63 bytes each, 253 in all) and returns
 // it lower case without a trailing dot.

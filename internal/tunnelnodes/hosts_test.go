@@ -115,3 +115,16 @@ func FuzzParseHosts(f *testing.F) {
 		}
 	})
 }
+
+func TestRenderedSize(t *testing.T) {
+	a := netip.MustParseAddr("10.96.0.9")
+	for _, entries := range [][]HostEntry{
+		nil,
+		{{a, "edge-1"}},
+		{{a, "edge-1"}, {netip.MustParseAddr("fd00::1"), "cloud-1"}, {netip.MustParseAddr("192.168.0.10"), "master-1"}},
+	} {
+		if got, want := RenderedSize(entries), len(RenderHosts(entries)); got != want {
+			t.Errorf("RenderedSize(%v) = %d, RenderHosts is %d bytes", entries, got, want)
+		}
+	}
+}

@@ -182,7 +182,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		result, shardsErr = r.syncShards(ctx, entries, annotations, triggered)
 	}
 	if !r.cfg.SkipSingleConfigMap {
-		singleErr = r.syncRecords(ctx, tunnelnodes.RenderHosts(entries), annotations, counts, triggered)
+		singleErr = r.syncRecords(ctx, entries, annotations, counts, triggered)
 	}
 	if err := errors.Join(shardsErr, singleErr); err != nil {
 		return reconcile.Result{}, err
@@ -229,14 +229,16 @@ func (r *Reconciler) rules(ctx context.Context, svc *corev1.Service) (rules tunn
 	return tunnelnodes.YurtTunnelRules(r.cfg.EdgeNodeSelector, tunnelIP), clusterIPs, true, nil
 }
 
-// syncRecords writes text and the annotations into the single records
-// ConfigMap when the text or the ClusterIPs differ, keeping every other key,
-// label and annotation. A text over the ConfigMap limit is not written (the
-// stored one stays): that is said once, when it stops fitting.
-func (r *Reconciler) syncRecords(ctx context.Context, text string, annotations map[string]string, counts recordCounts, triggered time.Time) error {
+// syncRecords writes the entries' text and the annotations into the single
+// records ConfigMap when the text or the ClusterIPs differ, keeping every
+// other key, label and annotation. A text over the ConfigMap limit is not
+// written, nor rendered (the stored one stays): that is said once, when it
+// stops fitting.
+func (r *Reconciler) syncRecords(ctx context.Context, entries []tunnelnodes.HostEntry, annotations map[string]string, counts recordCounts, triggered time.Time) error {
 	logger := log.FromContext(ctx)
 	key := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.ConfigMap}
-	fits := len(text) <= tunnelnodes.MaxHostsBytes
+	size := tunnelnodes.RenderedSize(entries)
+	fits := size <= tunnelnodes.MaxHostsBytes
 	if fits {
 		singleConfigMapFits.Set(1)
 	} else {
@@ -244,12 +246,13 @@ func (r *Reconciler) syncRecords(ctx context.Context, text string, annotations m
 		errorsTotal.WithLabelValues("too_large").Inc()
 	}
 	if fits == r.singleTooLarge { // it changed: say so once
-		r.reportSingleFits(ctx, key, fits, len(text), counts)
+		r.reportSingleFits(ctx, key, fits, size, counts)
 	}
 	r.singleTooLarge = !fits
 	if !fits {
 		return nil
 	}
+	text := tunnelnodes.RenderHosts(entries)
 	clusterIPs := annotations[tunnelnodes.TunnelClusterIPsAnnotation]
 	done, err := writeConflictSafe(ctx, r, "configmap", key, func(cm *corev1.ConfigMap, found bool) write {
 		if !found {
