@@ -130,7 +130,8 @@ soak: deps test-tools
 	set -o pipefail; $(GO) test -count=$(SOAK_COUNT) -timeout 120m -v -run 'TestFault|TestInstallInterrupted|TestBadInput|TestLeastPrivilege' ./test/e2e/ | tee $(BIN)/soak.txt | grep -E '^(=== RUN|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS)'
 
 ## bench: dnsperf (yurthosts vs hosts vs whoami), propagation, scale and sync benchmarks on the
-## real binaries and apiserver; writes bench/results.md and bench/latency.svg (about 8 minutes).
+## real binaries and apiserver, the fleet benchmarks (5,000 and 100,000 nodes); writes
+## bench/results.md and bench/latency.svg (about 25 minutes, then the real-cluster benchmarks).
 bench: prereqs
 	rm -rf $(BIN)/bench-data
 	set -o pipefail; YURTDNS_BENCH_OUT=$(CURDIR)/$(BIN)/bench-data $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./test/bench/ | tee $(BIN)/bench.txt

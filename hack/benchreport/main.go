@@ -100,7 +100,7 @@ func run(in, out string) error {
 	fmt.Fprintf(&b, "| %.0f nodes | sync start → all %.0f shards written %.1f s, RSS %.0f MiB (%.0f MiB after %.0f changes, %.0f shard writes); coredns-yurt start → ready %.0f ms (empty %.0f ms), RSS +%.1f MiB over empty | ready ≤ 2 s; ≤ 64 MiB | `-bench Fleet100k` |\n",
 		fleet100k["nodes"], fleet100k["shards"], fleet100k["sync_written_ms"]/1000, fleet100k["sync_rss_mib"], fleet100k["sync_rss_after_churn_mib"],
 		fleet100k["churn_changes"], fleet100k["shard_writes"], fleet100k["coredns_ready_ms"], fleet100k["coredns_empty_ready_ms"], fleet100k["coredns_rss_over_empty_mib"])
-	b.WriteString("\nAll rows: `make bench` runs them together (about 8 minutes); each `-bench` above runs one, from the repository root, after `make test-tools`.\n")
+	b.WriteString("\nAll rows: `make bench` runs them together (about 25 minutes); each `-bench` above runs one, from the repository root, after `make test-tools`.\n")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
