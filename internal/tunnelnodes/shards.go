@@ -94,7 +94,8 @@ func ValidShardsOf(records string) error {
 func FormatShard(index, count int) string { return strconv.Itoa(index) + "/" + strconv.Itoa(count) }
 
 // ParseShard reads a ShardAnnotation value: INDEX/COUNT with COUNT a power of
-// two up to MaxShards and 0 <= INDEX < COUNT, both in plain decimal.
+// two up to MaxShards and 0 <= INDEX < COUNT, both in plain decimal: exactly
+// what FormatShard writes, so one shard has one spelling.
 func ParseShard(value string) (index, count int, err error) {
 	i, c, ok := strings.Cut(value, "/")
 	if !ok {
@@ -113,9 +114,10 @@ func ParseShard(value string) (index, count int, err error) {
 	return index, count, nil
 }
 
-// decimal parses 1 to 4 ASCII digits: no sign, no spaces, no other base.
+// decimal parses 1 to 4 ASCII digits as FormatShard writes them: no sign,
+// no spaces, no leading zero, no other base.
 func decimal(s string) (int, error) {
-	if len(s) == 0 || len(s) > 4 {
+	if len(s) == 0 || len(s) > 4 || (len(s) > 1 && s[0] == '0') {
 		return 0, strconv.ErrSyntax
 	}
 	n := 0

@@ -73,6 +73,8 @@ func TestParseShard(t *testing.T) {
 		{"1", 0, 0, "not INDEX/COUNT"},
 		{"", 0, 0, "not INDEX/COUNT"},
 		{"00001/2", 0, 0, "not INDEX/COUNT"},
+		{"01/2", 0, 0, "not INDEX/COUNT"},
+		{"1/04", 0, 0, "not INDEX/COUNT"},
 	} {
 		index, count, err := ParseShard(tc.value)
 		switch {
