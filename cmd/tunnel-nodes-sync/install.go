@@ -40,8 +40,7 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 	fl.StringVar(&f.opts.BackupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where manifest originals are kept; outside --manifests-dir, same filesystem")
 	fl.StringVar(&f.opts.NodeName, "node-name", hostname(), "The node whose kubelet runs --manifests-dir (its mirror pods are waited for after each manifest)")
 	fl.DurationVar(&f.opts.Timeout, "timeout", 5*time.Minute, "How long to wait for each change to be live (pods Ready, a restarted component back) before failing")
-	fl.StringVar(&f.opts.Profile, "profile", install.ProfileYurtTunnel, "The tunnel layout: yurt-tunnel (steps: "+strings.Join(install.StepNames(), ",")+
-		") or raven (Raven's L7 proxy; steps: "+strings.Join(install.ProfileStepNames(install.ProfileRaven), ",")+")")
+	fl.StringVar(&f.opts.Profile, "profile", install.ProfileYurtTunnel, install.ProfileHelp())
 	fl.StringVar(&f.opts.KubeletServiceMonitor, "kubelet-servicemonitor", install.DefaultKubeletServiceMonitor,
 		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of the kubelets, for the prometheus step")
 	fl.StringVar(&f.opts.NodeExporterServiceMonitor, "node-exporter-servicemonitor", install.DefaultNodeExporterServiceMonitor,

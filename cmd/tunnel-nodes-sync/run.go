@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
@@ -94,7 +97,7 @@ func newRunCommand() *cobra.Command {
 func (o *runOptions) config(flags *pflag.FlagSet) (tunnelsync.Config, error) {
 	profile, ok := tunnelsync.Profiles[o.profile]
 	if !ok {
-		return tunnelsync.Config{}, fmt.Errorf("--profile %q: must be yurt-tunnel or raven", o.profile)
+		return tunnelsync.Config{}, fmt.Errorf("--profile %q: must be one of %s", o.profile, strings.Join(slices.Sorted(maps.Keys(tunnelsync.Profiles)), ", "))
 	}
 	if !flags.Changed("configmap") {
 		o.configMap = profile.ConfigMap

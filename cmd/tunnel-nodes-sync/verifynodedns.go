@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/yurtdns/yurtdns/internal/install"
 	"github.com/yurtdns/yurtdns/internal/tunnelsync"
@@ -45,6 +46,6 @@ func newVerifyNodeDNSCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster when empty")
 	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes")
-	cmd.Flags().StringVar(&profile, "profile", install.ProfileYurtTunnel, "The rules to compare with: yurt-tunnel or raven")
+	cmd.Flags().StringVar(&profile, "profile", install.ProfileYurtTunnel, "The rules to compare with: "+strings.Join(install.ProfileNames(), " or "))
 	return cmd
 }

@@ -117,7 +117,7 @@ func Steps() []Step {
 func StepNames() []string { return ProfileStepNames(ProfileYurtTunnel) }
 
 func (o Options) validate() error {
-	if err := validProfile(o.Profile); err != nil {
+	if _, err := profileNamed(o.Profile); err != nil {
 		return err
 	}
 	for _, s := range o.Skip {
@@ -140,14 +140,14 @@ func Install(ctx context.Context, env *Env, out io.Writer) error {
 	if err := env.Options.validate(); err != nil {
 		return err
 	}
-	if err := preflight(ctx, env, out); err != nil {
-		return err
-	}
-	st, err := loadProfileState(ctx, env)
+	st, p, err := loadProfileState(ctx, env)
 	if err != nil {
 		return err
 	}
-	for _, step := range profileSteps(env.Options.Profile) {
+	if err := preflight(ctx, env, p, out); err != nil {
+		return err
+	}
+	for _, step := range p.steps() {
 		if slices.Contains(env.Options.Skip, step.Name) {
 			fmt.Fprintf(out, "[%s] skipped\n", step.Name)
 			continue
@@ -182,11 +182,11 @@ func runStep(ctx context.Context, env *Env, out io.Writer, name string, run func
 
 // Revert undoes the recorded changes, last step first.
 func Revert(ctx context.Context, env *Env, out io.Writer) error {
-	st, err := loadProfileState(ctx, env)
+	st, p, err := loadProfileState(ctx, env)
 	if err != nil {
 		return err
 	}
-	steps := profileSteps(env.Options.Profile)
+	steps := p.steps()
 	slices.Reverse(steps)
 	for _, step := range steps {
 		// A step with records but not applied is one an install was
@@ -230,12 +230,12 @@ type StatusReport struct {
 
 // Status reports each step.
 func Status(ctx context.Context, env *Env) ([]StatusReport, error) {
-	st, err := loadProfileState(ctx, env)
+	st, p, err := loadProfileState(ctx, env)
 	if err != nil {
 		return nil, err
 	}
 	var reports []StatusReport
-	for _, step := range profileSteps(env.Options.Profile) {
+	for _, step := range p.steps() {
 		s, detail, err := step.Status(ctx, env, st.step(step.Name))
 		if err != nil {
 			return nil, fmt.Errorf("status of step %s: %w", step.Name, err)

@@ -58,7 +58,11 @@ type lookupFunc func(ctx context.Context, name string, v6 bool) ([]netip.Addr, e
 // verifyNodeNames resolves every node name with lookup and prints, per
 // node, the answer and the address the profile's rules say it should be.
 func verifyNodeNames(ctx context.Context, env *Env, edge labels.Selector, out io.Writer, lookup lookupFunc) (mismatches int, err error) {
-	rules, err := profileRules(ctx, env, edge)
+	p, err := profileNamed(env.Options.Profile)
+	if err != nil {
+		return 0, err
+	}
+	rules, err := profileRules(ctx, env, p, edge)
 	if err != nil {
 		return 0, err
 	}
@@ -71,8 +75,8 @@ func verifyNodeNames(ctx context.Context, env *Env, edge labels.Selector, out io
 		want, tunneled, reason := rules(n)
 		kind := "cloud"
 		switch {
-		case tunneled && env.Options.Profile == ProfileRaven:
-			kind = "proxy" // Raven maps cloud nodes to its proxy too
+		case tunneled && p.proxiesCloudNodes:
+			kind = "proxy"
 		case tunneled:
 			kind = "edge"
 		}

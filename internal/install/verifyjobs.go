@@ -57,14 +57,8 @@ func parseVerifyLog(log string) (report string, mismatches int, err error) {
 // verifyRBAC lets the Jobs list nodes and get what the profile's rules
 // read (the tunnel Service; under Raven its proxy Service and raven-cfg),
 // and nothing else.
-func verifyRBAC(profile string) []client.Object {
-	read := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{tunnelnodes.ServiceName}, Verbs: []string{"get"}}}
-	if profile == ProfileRaven {
-		read = []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"services"}, ResourceNames: []string{tunnelnodes.RavenServiceName}, Verbs: []string{"get"}},
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{tunnelnodes.RavenGlobalConfigName}, Verbs: []string{"get"}},
-		}
-	}
+func verifyRBAC(p profile) []client.Object {
+	read := p.reads()
 	meta := func(ns string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: verifyDNSName, Namespace: ns, Labels: map[string]string{ManagedByLabel: "yurtdns", jobLabel: "verify-dns"}}
 	}
@@ -132,6 +126,10 @@ func verifyJob(node, image, edgeSelector, profile string, policy corev1.DNSPolic
 // answers and of nodes where the check could not run (each with its
 // reason). The Jobs and their RBAC are deleted afterwards, whatever happened.
 func VerifyDNSFromControlPlane(ctx context.Context, env *Env, edgeSelector string, out io.Writer) (mismatches, failed int, err error) {
+	p, err := profileNamed(env.Options.Profile)
+	if err != nil {
+		return 0, 0, err
+	}
 	nodes, err := controlPlaneNodes(ctx, env)
 	if err != nil {
 		return 0, 0, err
@@ -142,17 +140,17 @@ func VerifyDNSFromControlPlane(ctx context.Context, env *Env, edgeSelector strin
 	}
 	// What an interrupted run left goes first; all of it goes at the end,
 	// also when ctx is cancelled.
-	if err := cleanupVerify(ctx, env); err != nil {
+	if err := cleanupVerify(ctx, env, p); err != nil {
 		return 0, 0, err
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if cerr := cleanupVerify(cctx, env); cerr != nil && err == nil {
+		if cerr := cleanupVerify(cctx, env, p); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	for _, o := range verifyRBAC(env.Options.Profile) {
+	for _, o := range verifyRBAC(p) {
 		if err := env.Client.Create(ctx, o); err != nil {
 			return 0, 0, fmt.Errorf("creating %T %s for the check: %w", o, verifyDNSName, err)
 		}
@@ -163,7 +161,7 @@ func VerifyDNSFromControlPlane(ctx context.Context, env *Env, edgeSelector strin
 		if err != nil {
 			return 0, 0, err
 		}
-		j := verifyJob(n, image, edgeSelector, profileOrDefault(env.Options.Profile), policy, dnsConfig, env.Options.Timeout)
+		j := verifyJob(n, image, edgeSelector, p.name, policy, dnsConfig, env.Options.Timeout)
 		if err := env.Client.Create(ctx, j); err != nil {
 			return 0, 0, fmt.Errorf("creating Job %s: %w", j.Name, err)
 		}
@@ -206,7 +204,7 @@ func verifyJobResult(ctx context.Context, env *Env, job string) (report string, 
 }
 
 // cleanupVerify deletes the check's Jobs (with their pods) and RBAC.
-func cleanupVerify(ctx context.Context, env *Env) error {
+func cleanupVerify(ctx context.Context, env *Env, p profile) error {
 	jobs := &batchv1.JobList{}
 	if err := env.Client.List(ctx, jobs, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{jobLabel: "verify-dns"}); err != nil {
 		return fmt.Errorf("listing the check's Jobs: %w", err)
@@ -215,7 +213,7 @@ func cleanupVerify(ctx context.Context, env *Env) error {
 	for i := range jobs.Items {
 		objs = append(objs, &jobs.Items[i])
 	}
-	for _, o := range append(objs, verifyRBAC(env.Options.Profile)...) {
+	for _, o := range append(objs, verifyRBAC(p)...) {
 		err := env.Client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("cleaning up %T %s: %w", o, o.GetName(), err)

@@ -162,8 +162,12 @@ func TestVerifyRBACFollowsProfile(t *testing.T) {
 		ProfileYurtTunnel: "services/" + tunnelnodes.ServiceName,
 		ProfileRaven:      "services/" + tunnelnodes.RavenServiceName + " configmaps/" + tunnelnodes.RavenGlobalConfigName,
 	} {
+		p, err := profileNamed(profile)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var got []string
-		for _, o := range verifyRBAC(profile) {
+		for _, o := range verifyRBAC(p) {
 			if r, ok := o.(*rbacv1.Role); ok {
 				for _, rule := range r.Rules {
 					got = append(got, rule.Resources[0]+"/"+strings.Join(rule.ResourceNames, ","))
