@@ -28,13 +28,15 @@ const (
 	// RavenProxyDNSRBAC lets raven-proxy-dns, once it runs coredns-yurt,
 	// read the records ConfigMap and the proxy Service.
 	RavenProxyDNSRBAC = "raven/proxy-dns-rbac"
+	// NodeLocalDNS is coredns-yurt as a node-local cache on every node.
+	NodeLocalDNS = "node-local-dns"
 )
 
 // Dirs are every workload's kustomization above, for tests that apply
 // them all (the RBAC-only ones are parts of them, or applied by install).
-var Dirs = []string{TunnelNodesSync, CoreDNSYurt, TunnelNodesSyncRaven}
+var Dirs = []string{TunnelNodesSync, CoreDNSYurt, TunnelNodesSyncRaven, NodeLocalDNS}
 
-//go:embed tunnel-nodes-sync coredns-yurt raven records
+//go:embed tunnel-nodes-sync coredns-yurt raven records node-local-dns
 var manifests embed.FS
 
 // Render builds the kustomization in directory dir (one of the constants).

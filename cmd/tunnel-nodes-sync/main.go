@@ -34,7 +34,7 @@ func newRootCommand() *cobra.Command {
 		RunE: run.RunE,
 	}
 	root.Flags().AddFlagSet(run.Flags())
-	root.AddCommand(run, newInstallCommand(), newRevertCommand(), newStatusCommand(), newPatchManifestsCommand(), newVerifyNodeDNSCommand())
+	root.AddCommand(run, newInstallCommand(), newRevertCommand(), newStatusCommand(), newPatchManifestsCommand(), newVerifyNodeDNSCommand(), newNodeLocalDNSCommand())
 	root.CompletionOptions.DisableDefaultCmd = true
 
 	// klog's -v and friends, shared by every subcommand.

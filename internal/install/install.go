@@ -38,9 +38,11 @@ type Options struct {
 	// are what the prometheus step relabels; empty: kube-prometheus's.
 	KubeletServiceMonitor      string
 	NodeExporterServiceMonitor string
-	// Profile is the tunnel layout, which decides the steps:
-	// ProfileYurtTunnel ("" too) or ProfileRaven.
+	// Profile is the tunnel layout, which decides the steps (see profiles;
+	// "" is the first).
 	Profile string
+	// NodeLocalDNS runs the node-local-dns step (it is skipped otherwise).
+	NodeLocalDNS bool
 }
 
 // manifestOptions writes the control-plane manifests live: each waited for.
@@ -147,7 +149,7 @@ func Install(ctx context.Context, env *Env, out io.Writer) error {
 	if err := preflight(ctx, env, p, out); err != nil {
 		return err
 	}
-	for _, step := range p.steps() {
+	for _, step := range p.allSteps() {
 		if slices.Contains(env.Options.Skip, step.Name) {
 			fmt.Fprintf(out, "[%s] skipped\n", step.Name)
 			continue
@@ -186,7 +188,7 @@ func Revert(ctx context.Context, env *Env, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	steps := p.steps()
+	steps := p.allSteps()
 	slices.Reverse(steps)
 	for _, step := range steps {
 		// A step with records but not applied is one an install was
@@ -235,7 +237,7 @@ func Status(ctx context.Context, env *Env) ([]StatusReport, error) {
 		return nil, err
 	}
 	var reports []StatusReport
-	for _, step := range p.steps() {
+	for _, step := range p.allSteps() {
 		s, detail, err := step.Status(ctx, env, st.step(step.Name))
 		if err != nil {
 			return nil, fmt.Errorf("status of step %s: %w", step.Name, err)

@@ -45,6 +45,12 @@ type profile struct {
 	// proxiesCloudNodes: the rules map cloud nodes to the tunnel too
 	// (--verify-dns calls them "proxy", not "edge").
 	proxiesCloudNodes bool
+	// yurthostsOptions are the lines of a yurthosts block (before its
+	// fallthrough) that read this layout's records.
+	yurthostsOptions []string
+	// dnsServiceAccount is the ServiceAccount install lets read the records
+	// (the node-local caches run as it).
+	dnsServiceAccount string
 }
 
 // profiles are the layouts of --profile; the first is the default.
@@ -52,7 +58,9 @@ var profiles = []profile{
 	{
 		name: ProfileYurtTunnel, help: "yurt-tunnel",
 		sync:  tunnelsync.Profiles[ProfileYurtTunnel],
-		steps: Steps,
+		steps:            Steps,
+		yurthostsOptions: []string{shardsOption},
+		dnsServiceAccount: corednsName,
 		check: func(exists func(client.Object, string) (bool, error), out io.Writer) error {
 			raven, err := exists(&corev1.ConfigMap{}, tunnelnodes.RavenGlobalConfigName)
 			if err != nil {
@@ -78,7 +86,9 @@ var profiles = []profile{
 		// yurt-manager's gateway-dns controller is off.
 		name: ProfileRaven, help: "Raven's L7 proxy",
 		sync:  tunnelsync.Profiles[ProfileRaven],
-		steps: ravenSteps,
+		steps:            ravenSteps,
+		yurthostsOptions: ravenYurthostsOptions,
+		dnsServiceAccount: ravenProxyDNS,
 		check: func(exists func(client.Object, string) (bool, error), _ io.Writer) error {
 			if ok, err := exists(&corev1.ConfigMap{}, tunnelnodes.RavenGlobalConfigName); err != nil || !ok {
 				return fmt.Errorf("--profile raven: no ConfigMap %s/%s, so this cluster does not run Raven (install Raven and its L7 proxy first, or use --profile yurt-tunnel): %v",
@@ -132,9 +142,15 @@ func ProfileHelp() string {
 	return "The tunnel layout: " + strings.Join(parts, " or ")
 }
 
+// allSteps are the layout's steps and then the optional ones every layout
+// has (node-local-dns), in order; revert runs them backwards.
+func (p profile) allSteps() []Step {
+	return append(p.steps(), nodeLocalDNSStep(p))
+}
+
 func (p profile) stepNames() []string {
 	var names []string
-	for _, s := range p.steps() {
+	for _, s := range p.allSteps() {
 		names = append(names, s.Name)
 	}
 	return names

@@ -8,6 +8,7 @@ import (
 	"github.com/yurtdns/yurtdns/deploy"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,13 +23,24 @@ type podUnderTest struct {
 	containers []string
 	// mayAdd are the capabilities a container may add (drop ALL stays required).
 	mayAdd []corev1.Capability
+	// The node-local cache's exceptions: it shares the host's network
+	// namespace (it answers on the node's link-local address), and rootWith
+	// names the containers that run as root, each with exactly the
+	// capabilities it may add (the init container that puts the address on lo).
+	hostNetwork bool
+	rootWith    map[string][]corev1.Capability
 }
 
 // restricted checks one container against the least-privilege baseline
 // (Pod Security "restricted" plus a read-only root filesystem and an
 // explicit non-zero user); pod-level settings count where the container
 // leaves them unset, as the kubelet applies them.
-func restricted(pod *corev1.PodSpec, c *corev1.Container, mayAdd []corev1.Capability) []string {
+func restricted(p podUnderTest, c *corev1.Container) []string {
+	pod, mayAdd := &p.spec, p.mayAdd
+	rootCaps, root := p.rootWith[c.Name]
+	if root {
+		mayAdd = rootCaps
+	}
 	psc := pod.SecurityContext
 	if psc == nil {
 		psc = &corev1.PodSecurityContext{}
@@ -42,14 +54,14 @@ func restricted(pod *corev1.PodSpec, c *corev1.Container, mayAdd []corev1.Capabi
 	if nonRoot == nil {
 		nonRoot = psc.RunAsNonRoot
 	}
-	if nonRoot == nil || !*nonRoot {
+	if (nonRoot == nil || !*nonRoot) && !root {
 		bad = append(bad, "runAsNonRoot is not true")
 	}
 	user := sc.RunAsUser
 	if user == nil {
 		user = psc.RunAsUser
 	}
-	if user == nil || *user == 0 {
+	if (user == nil || *user == 0) && !root {
 		bad = append(bad, fmt.Sprintf("runAsUser %v is not a non-zero user", derefOr(user, "unset")))
 	}
 	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
@@ -69,7 +81,7 @@ func restricted(pod *corev1.PodSpec, c *corev1.Container, mayAdd []corev1.Capabi
 	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		bad = append(bad, fmt.Sprintf("seccompProfile %v is not RuntimeDefault", seccomp))
 	}
-	if pod.HostNetwork || pod.HostPID || pod.HostIPC {
+	if (pod.HostNetwork && !p.hostNetwork) || pod.HostPID || pod.HostIPC {
 		bad = append(bad, "shares a host namespace")
 	}
 	return bad
@@ -160,8 +172,12 @@ func TestLeastPrivilegeSecurityContext(t *testing.T) {
 			}
 			n++
 			p := podUnderTest{where: fmt.Sprintf("deploy/%s %s %s", dir, o.GetKind(), o.GetName()), spec: spec}
-			if dir == deploy.CoreDNSYurt {
+			switch dir {
+			case deploy.CoreDNSYurt:
 				p.mayAdd = coreDNSCaps
+			case deploy.NodeLocalDNS:
+				p.mayAdd, p.hostNetwork = coreDNSCaps, true
+				p.rootWith = map[string][]corev1.Capability{"add-address": {"NET_ADMIN"}}
 			}
 			pods = append(pods, p)
 		}
@@ -187,7 +203,7 @@ func TestLeastPrivilegeSecurityContext(t *testing.T) {
 				continue
 			}
 			checked++
-			for _, problem := range restricted(&p.spec, &c, p.mayAdd) {
+			for _, problem := range restricted(p, &c) {
 				t.Errorf("%s, container %s: %s", p.where, c.Name, problem)
 			}
 		}
@@ -197,18 +213,35 @@ func TestLeastPrivilegeSecurityContext(t *testing.T) {
 	}
 	t.Logf("%d containers in %d pod templates checked", checked, len(pods))
 
-	// The exception: control-plane Jobs run as root, and nothing more.
+	// The exceptions: Jobs that edit root-owned files of a node. The
+	// control-plane Jobs run as root, and nothing more; the node-local-dns
+	// step's kubelet Jobs also share the node's network and PID namespaces
+	// and add what restarting the kubelet and removing the address need.
+	type nodeJob struct {
+		job      *batchv1.Job
+		caps     []corev1.Capability
+		hostNS   bool
+		hostPath string
+	}
+	var jobs []nodeJob
 	for _, action := range []string{"patch", "restore"} {
-		job := manifestJob("master-1", action, "yurtdns/tunnel-nodes-sync:latest", Options{})
+		jobs = append(jobs, nodeJob{job: manifestJob("master-1", action, "yurtdns/tunnel-nodes-sync:latest", Options{}), hostPath: hostKubernetesDir})
+	}
+	for _, action := range []string{"switch-kubelet", "restore-kubelet"} {
+		jobs = append(jobs, nodeJob{job: kubeletJob("worker-1", action, "yurtdns/tunnel-nodes-sync:latest", Options{}),
+			caps: []corev1.Capability{"KILL", "SYS_PTRACE", "NET_ADMIN"}, hostNS: true, hostPath: hostKubeletDir})
+	}
+	for _, j := range jobs {
+		job := j.job
 		spec := job.Spec.Template.Spec
 		for _, c := range spec.Containers {
-			where := fmt.Sprintf("control-plane Job %s, container %s", job.Name, c.Name)
+			where := fmt.Sprintf("Job %s, container %s", job.Name, c.Name)
 			sc := c.SecurityContext
 			if sc == nil {
 				t.Errorf("%s: no security context", where)
 				continue
 			}
-			problems := capabilities(sc, nil)
+			problems := capabilities(sc, j.caps)
 			if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
 				problems = append(problems, "allowPrivilegeEscalation is not false")
 			}
@@ -221,11 +254,11 @@ func TestLeastPrivilegeSecurityContext(t *testing.T) {
 			if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 				problems = append(problems, "seccompProfile is not RuntimeDefault")
 			}
-			if spec.HostNetwork || spec.HostPID || spec.HostIPC {
+			if ((spec.HostNetwork || spec.HostPID) && !j.hostNS) || spec.HostIPC {
 				problems = append(problems, "shares a host namespace")
 			}
 			for _, v := range spec.Volumes {
-				if v.HostPath != nil && v.HostPath.Path != hostKubernetesDir {
+				if v.HostPath != nil && v.HostPath.Path != j.hostPath {
 					problems = append(problems, "mounts host path "+v.HostPath.Path)
 				}
 			}

@@ -44,6 +44,9 @@ type record struct {
 	Manifests *manifestsRecord `json:"manifests,omitempty"`
 	// Jobs: patch Jobs ran (or may have run) on the control-plane nodes.
 	Jobs *jobsRecord `json:"jobs,omitempty"`
+	// Kubelet: a node's kubelet was (or may have been) switched to the
+	// node-local cache.
+	Kubelet *kubeletRecord `json:"kubelet,omitempty"`
 }
 
 // manifestsRecord is where the control-plane step patched manifests and

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/nodelocal"
+
+	"github.com/spf13/cobra"
+)
+
+// newNodeLocalDNSCommand is the node side of install's node-local-dns step:
+// what its DaemonSet's init container and per-node Jobs run on each node.
+func newNodeLocalDNSCommand() *cobra.Command {
+	var address, link, kubeletDir string
+	var timeout time.Duration
+	addr := func() (netip.Addr, error) {
+		a, err := netip.ParseAddr(address)
+		if err != nil {
+			return a, fmt.Errorf("--address: %w", err)
+		}
+		return a, nil
+	}
+	cmd := &cobra.Command{
+		Use:   "node-local-dns",
+		Short: "The node side of NodeLocal DNS (run by install's DaemonSet and Jobs on each node)",
+		Args:  cobra.NoArgs,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&address, "address", nodelocal.Address.String(), "The node-local cache's address")
+	pf.StringVar(&link, "interface", "lo", "The interface the address is on")
+	pf.StringVar(&kubeletDir, "kubelet-dir", "/var/lib/kubelet", "The kubelet's directory (its config.yaml; the original is kept in yurtdns-backup/ there)")
+	pf.DurationVar(&timeout, "timeout", 5*time.Minute, "How long to wait for the cache to answer and for the restarted kubelet to be healthy")
+
+	cmd.AddCommand(&cobra.Command{
+		Use:   "add-address",
+		Short: "Put --address on --interface (idempotent)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := addr()
+			if err != nil {
+				return err
+			}
+			added, err := nodelocal.EnsureAddress(link, a)
+			if err == nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s on %s: %s\n", a, link, map[bool]string{true: "added", false: "already there"}[added])
+			}
+			return err
+		},
+	}, &cobra.Command{
+		Use:   "switch-kubelet",
+		Short: "Once --address answers, point the kubelet's clusterDNS at it and restart the kubelet",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := addr()
+			if err != nil {
+				return err
+			}
+			files := nodelocal.NewKubeletFiles(kubeletDir)
+			changed, err := nodelocal.Switch(cmd.Context(), nodelocal.SwitchOptions{Files: files, Address: a, Timeout: timeout})
+			if err != nil {
+				return err
+			}
+			if changed {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: clusterDNS %s (original in %s), kubelet restarted\n", files.Config, a, files.Backup)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: clusterDNS already %s\n", files.Config, a)
+			}
+			return nil
+		},
+	}, &cobra.Command{
+		Use:   "restore-kubelet",
+		Short: "Put the kubelet's original clusterDNS back, restart the kubelet, and take --address off --interface",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := addr()
+			if err != nil {
+				return err
+			}
+			files := nodelocal.NewKubeletFiles(kubeletDir)
+			outcome, err := nodelocal.Restore(cmd.Context(), files, timeout)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			switch outcome {
+			case nodelocal.Restored:
+				fmt.Fprintf(out, "%s: restored from %s, kubelet restarted\n", files.Config, files.Backup)
+			case nodelocal.ClusterDNSRestored:
+				fmt.Fprintf(out, "%s: changed since it was switched: only clusterDNS put back, kubelet restarted\n", files.Config)
+			default:
+				fmt.Fprintf(out, "%s: nothing to restore\n", files.Config)
+			}
+			removed, err := nodelocal.RemoveAddress(link, a)
+			if err == nil && removed {
+				fmt.Fprintf(out, "%s removed from %s\n", a, link)
+			}
+			return err
+		},
+	})
+	return cmd
+}

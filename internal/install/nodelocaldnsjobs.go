@@ -1,0 +1,164 @@
+package install
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/yurtdns/yurtdns/internal/nodelocal"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The node-local-dns step's per-node Jobs run `node-local-dns
+// switch-kubelet` (or restore-kubelet) on one node with the host's kubelet
+// directory mounted: they edit the kubelet's config.yaml, keeping the
+// original next to it, and restart the kubelet.
+const (
+	hostKubeletDir = "/var/lib/kubelet"
+	kubeletMount   = "/host/var/lib/kubelet"
+)
+
+// kubeletRecord is one node's switch: the image its Jobs run (one the
+// cluster has) and when the kubelet began and stopped giving new pods the
+// node-local address (pods created in between resolve there).
+type kubeletRecord struct {
+	Node  string       `json:"node"`
+	Image string       `json:"image"`
+	Since *metav1.Time `json:"since,omitempty"`
+	Until *metav1.Time `json:"until,omitempty"`
+}
+
+func kubeletRecordKey(node string) string { return "kubelet " + node }
+
+// kubeletJob runs `node-local-dns ACTION` (switch-kubelet, restore-kubelet)
+// on node. It shares the node's network namespace (the address to check and
+// take off lo, the kubelet's healthz on localhost) and its PID namespace
+// (the kubelet to restart), runs as root (the kubelet's files are root's)
+// and adds only what that needs: KILL (signal the kubelet), SYS_PTRACE (read
+// which network namespace a process is in) and NET_ADMIN (the address).
+func kubeletJob(node, action, image string, o Options) *batchv1.Job {
+	sum := sha256.Sum256([]byte(node))
+	name := fmt.Sprintf("yurtdns-%s-%s", action, hex.EncodeToString(sum[:])[:10])
+	backoff := int32(0)
+	root := int64(0)
+	dir := corev1.HostPathDirectory
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tunnelnodes.Namespace,
+			Labels: map[string]string{jobLabel: action, ManagedByLabel: "yurtdns"}},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: &backoff,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: action}},
+				Spec: corev1.PodSpec{
+					NodeName:          node,
+					RestartPolicy:     corev1.RestartPolicyNever,
+					PriorityClassName: "system-node-critical",
+					HostNetwork:       true,
+					HostPID:           true,
+					DNSPolicy:         corev1.DNSDefault,
+					Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{
+						Name:  action,
+						Image: image,
+						Args: []string{"node-local-dns", action, "--address", nodelocal.Address.String(), "--interface", "lo",
+							"--kubelet-dir", kubeletMount, "--timeout", o.Timeout.String()},
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						SecurityContext: &corev1.SecurityContext{
+							RunAsUser:                &root,
+							AllowPrivilegeEscalation: new(false),
+							ReadOnlyRootFilesystem:   new(true),
+							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"},
+								Add: []corev1.Capability{"KILL", "SYS_PTRACE", "NET_ADMIN"}},
+							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+						},
+						VolumeMounts: []corev1.VolumeMount{{Name: "kubelet", MountPath: kubeletMount}},
+					}},
+					Volumes: []corev1.Volume{{Name: "kubelet", VolumeSource: corev1.VolumeSource{
+						HostPath: &corev1.HostPathVolumeSource{Path: hostKubeletDir, Type: &dir}}}},
+				},
+			},
+		},
+	}
+}
+
+// runKubeletJob runs one node's Job to completion and deletes it; a Job
+// that failed earlier is deleted first (running install or revert again
+// is the retry).
+func runKubeletJob(ctx context.Context, env *Env, ss *stepState, node, action, image string) error {
+	job := toUnstructured(kubeletJob(node, action, image, env.Options), "batch/v1", "Job")
+	if err := deleteFailedJob(ctx, env, job.GetName()); err != nil {
+		return err
+	}
+	if _, _, err := ensureCreated(ctx, env, ss, job); err != nil {
+		return err
+	}
+	if err := waitJobComplete(ctx, env, job.GetName()); err != nil {
+		return err
+	}
+	_, err := deleteCreated(ctx, env, ss, job)
+	delete(ss.Records, objectKey(job))
+	return err
+}
+
+// waitSwitchJobGone waits for a switch Job an interrupted install left on
+// node to stop (done or failed), then deletes it: the restore comes after.
+func waitSwitchJobGone(ctx context.Context, env *Env, ss *stepState, node, image string) error {
+	job := toUnstructured(kubeletJob(node, "switch-kubelet", image, env.Options), "batch/v1", "Job")
+	if rec, ok := ss.Records[objectKey(job)]; !ok || !rec.Created {
+		return nil
+	}
+	err := waitFor(ctx, jobTimeout(env), "switch Job "+job.GetName()+" from the interrupted install still running", func(ctx context.Context) (bool, string, error) {
+		j := &batchv1.Job{}
+		if err := env.Client.Get(ctx, key(job.GetName()), j); err != nil {
+			return apierrors.IsNotFound(err), "", client.IgnoreNotFound(err)
+		}
+		why, err := jobFailure(ctx, env, j)
+		return jobCondition(j, batchv1.JobComplete) || why != "", "", err
+	})
+	if err != nil {
+		return err
+	}
+	_, err = deleteCreated(ctx, env, ss, job)
+	delete(ss.Records, objectKey(job))
+	return err
+}
+
+// runningClusterDNS is the clusterDNS the node's kubelet runs with, from
+// its /configz through the apiserver (what a new pod's resolv.conf gets).
+func runningClusterDNS(ctx context.Context, env *Env, node string) ([]string, error) {
+	raw, err := env.Clientset.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "configz").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubelet configuration of node %s: %w", node, err)
+	}
+	var cfg struct {
+		KubeletConfig struct {
+			ClusterDNS []string `json:"clusterDNS"`
+		} `json:"kubeletconfig"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("node %s's /configz: %w", node, err)
+	}
+	return cfg.KubeletConfig.ClusterDNS, nil
+}
+
+// waitClusterDNS waits until node's kubelet runs with clusterDNS as wanted
+// (want) or not (!want) the node-local address.
+func waitClusterDNS(ctx context.Context, env *Env, node string, want bool) error {
+	local := []string{nodelocal.Address.String()}
+	return waitFor(ctx, env.Options.Timeout, "kubelet of node "+node+" not running with the new clusterDNS", func(ctx context.Context) (bool, string, error) {
+		dns, err := runningClusterDNS(ctx, env, node)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return slices.Equal(dns, local) == want, fmt.Sprintf("clusterDNS %v", dns), nil
+	})
+}
