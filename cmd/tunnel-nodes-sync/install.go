@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/nodelocal"
 	"github.com/yurtdns/yurtdns/internal/tunnelsync"
 	"github.com/yurtdns/yurtdns/internal/version"
 
@@ -50,6 +51,8 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 		fl.StringSliceVar(&f.opts.Skip, "skip", nil, "Steps to skip: "+strings.Join(install.StepNames(), ","))
 		fl.StringVar(&f.opts.CoreDNSImage, "coredns-image", defaultCoreDNSImage, "Image of the CoreDNS DaemonSet (`make image` writes it)")
 		fl.StringVar(&f.opts.SyncImage, "sync-image", defaultSyncImage, "Image of tunnel-nodes-sync (`make image` writes it); also runs the control-plane Jobs")
+		fl.BoolVar(&f.opts.NodeLocalDNS, "node-local-dns", false, "Also run coredns-yurt as a node-local cache at "+nodelocal.Address.String()+
+			" on every node and point each node's kubelet clusterDNS at it (the node-local-dns step; revert undoes it)")
 		fl.BoolVar(&f.opts.ControlPlaneJobs, "control-plane-jobs", false, "Patch the static pod manifests with a Job on each control-plane node (instead of --manifests-dir)")
 		testOnlyExtraFlag(cmd, &f.opts.TestOnlyExtraFlags)
 	}

@@ -243,8 +243,9 @@ func switchNode(ctx context.Context, env *Env, ss *stepState, node string) (bool
 		return false, err
 	}
 	// Recorded before the Job exists: a revert after an interruption here
-	// knows the kubelet may have been switched, and with what image.
-	rec = &kubeletRecord{Node: node, Image: image}
+	// knows the kubelet may have been switched, with what image, and that
+	// pods created from now on may resolve at the node-local address.
+	rec = &kubeletRecord{Node: node, Image: image, Since: &metav1.Time{Time: time.Now()}}
 	ss.Records[kubeletRecordKey(node)] = record{Kubelet: rec}
 	if err := ss.persist(ctx); err != nil {
 		return false, err
@@ -252,11 +253,7 @@ func switchNode(ctx context.Context, env *Env, ss *stepState, node string) (bool
 	if err := runKubeletJob(ctx, env, ss, node, "switch-kubelet", image); err != nil {
 		return false, err
 	}
-	if err := waitClusterDNS(ctx, env, node, true); err != nil {
-		return false, err
-	}
-	rec.Since = &metav1.Time{Time: time.Now()}
-	return true, ss.persist(ctx)
+	return true, waitClusterDNS(ctx, env, node, true)
 }
 
 // restoreNodes puts every switched kubelet back, one node after another. A
@@ -322,10 +319,9 @@ func refuseWhileResolvingThere(ctx context.Context, env *Env, ss *stepState) err
 		if r == nil || r.Since == nil || !usesClusterDNS(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
+		// Created after the switch began, before the restore was confirmed.
 		created := p.CreationTimestamp.Time
-		// Created from a second before the switch was confirmed (the kubelet
-		// ran the new configuration a little earlier) until the restore.
-		if created.After(r.Since.Add(-env.Options.Timeout)) && (r.Until == nil || created.Before(r.Until.Time)) {
+		if !created.Before(r.Since.Time) && (r.Until == nil || created.Before(r.Until.Time)) {
 			left = append(left, p.Namespace+"/"+p.Name)
 		}
 	}

@@ -71,6 +71,13 @@ func SetClusterDNS(data []byte, servers []string) (out []byte, changed bool, err
 	if err != nil {
 		return nil, false, err
 	}
+	// Read back before anything is written: an edit that broke the file (an
+	// alias of the replaced value, say) is refused.
+	if n, err := parseConfig([]byte(s)); err != nil {
+		return nil, false, fmt.Errorf("the edited kubelet configuration does not parse: %w", err)
+	} else if got, err := stringList(n, "clusterDNS"); err != nil || !slices.Equal(got, servers) {
+		return nil, false, fmt.Errorf("the edited kubelet configuration has clusterDNS %v, not %v (%v)", got, servers, err)
+	}
 	return []byte(s), true, nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/cluster"
+	"github.com/yurtdns/yurtdns/test/harness"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,7 +54,8 @@ func runSync(t testing.TB, args ...string) (string, error) {
 // client would: a query that a resolver's second attempt would have saved
 // is a failure.
 type dnsProbe struct {
-	server, name string
+	server, name string // server is "" when each asker has its own
+	from         []string
 	want         string // the one A record expected; any when empty
 
 	stop chan struct{}
@@ -75,8 +77,24 @@ func startDNSProbe(nodes []*cluster.Node) *dnsProbe {
 }
 
 func startDNSProbeOf(server, name, want string, nodes []*cluster.Node) *dnsProbe {
-	p := &dnsProbe{server: server, name: name, want: want, stop: make(chan struct{})}
+	var askers []asker
 	for _, n := range nodes {
+		askers = append(askers, asker{where: n.Name, server: server, dig: n.Dig})
+	}
+	return startProbe(server, name, want, askers)
+}
+
+// asker is where a probe asks from: a node or a pod's network namespace,
+// and the server it asks there.
+type asker struct {
+	where, server string
+	dig           func(ctx context.Context, server, name, qtype string, extra ...string) (harness.DigResult, error)
+}
+
+func startProbe(server, name, want string, askers []asker) *dnsProbe {
+	p := &dnsProbe{server: server, name: name, want: want, stop: make(chan struct{})}
+	for _, n := range askers {
+		p.from = append(p.from, n.where)
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -93,7 +111,7 @@ func startDNSProbeOf(server, name, want string, nodes []*cluster.Node) *dnsProbe
 					args, proto = append(args, "+tcp"), "tcp"
 				}
 				asked := time.Now()
-				r, err := n.Dig(context.Background(), p.server, p.name, "A", args...)
+				r, err := n.dig(context.Background(), n.server, p.name, "A", args...)
 				took := time.Since(asked)
 				failure := ""
 				switch {
@@ -110,7 +128,7 @@ func startDNSProbeOf(server, name, want string, nodes []*cluster.Node) *dnsProbe
 				}
 				p.slowest = max(p.slowest, took)
 				if failure != "" {
-					p.failures = append(p.failures, fmt.Sprintf("asked %s from %s over %s: %s", asked.Format("15:04:05.000"), n.Name, proto, firstLine(failure)))
+					p.failures = append(p.failures, fmt.Sprintf("asked %s from %s over %s: %s", asked.Format("15:04:05.000"), n.where, proto, firstLine(failure)))
 				}
 				p.mu.Unlock()
 			}
@@ -131,8 +149,12 @@ func (p *dnsProbe) finish(t testing.TB, what string) {
 	t.Helper()
 	close(p.stop)
 	p.wg.Wait()
-	t.Logf("%s: %d DNS queries (%d over TCP) for %s through %s from the nodes (one try, 1 s timeout), %d failed, slowest %s",
-		what, p.total, p.tcp, p.name, p.server, len(p.failures), p.slowest.Round(time.Millisecond))
+	server := p.server
+	if server == "" {
+		server = "each one's resolv.conf server"
+	}
+	t.Logf("%s: %d DNS queries (%d over TCP) for %s through %s from %s (one try, 1 s timeout), %d failed, slowest %s",
+		what, p.total, p.tcp, p.name, server, strings.Join(p.from, ", "), len(p.failures), p.slowest.Round(time.Millisecond))
 	if p.total == 0 {
 		t.Errorf("%s: the DNS probe asked nothing", what)
 	}
@@ -159,7 +181,7 @@ func kubeadmState(t *testing.T) map[string]string {
 		}
 		state[key] = string(data)
 	}
-	for _, name := range []string{"coredns", "kube-proxy"} {
+	for _, name := range []string{"coredns", "kube-proxy", "kubelet-config"} {
 		cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -181,6 +203,14 @@ func kubeadmState(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	add("daemonset/kube-proxy", map[string]any{"spec": ds.Spec, "labels": ds.Labels})
+	// Each kubelet's configuration, byte for byte (node-local DNS edits it).
+	for _, n := range kc.Nodes {
+		data, err := os.ReadFile(filepath.Join(n.StateDir("var/lib/kubelet"), "config.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		state["kubelet/"+n.Name] = fmt.Sprintf("sha256 %x, %d bytes", sha256.Sum256(data), len(data))
+	}
 	manifests, _ := filepath.Glob(filepath.Join(kc.Master().StateDir("etc/kubernetes"), "manifests", "*"))
 	for _, m := range manifests {
 		data, err := os.ReadFile(m)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/nodelocal"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/cluster"
 	"github.com/yurtdns/yurtdns/test/harness"
@@ -71,7 +72,11 @@ func TestInstallAndRevert(t *testing.T) {
 		}
 	})
 
+	podsBefore := checkNodeLocalDNS(t)
+
+	podProbe := startProbe("", probeName, "", askers(podsBefore))
 	revertExactly(t, before)
+	podProbe.finish(t, "revert, asked from pods made before node-local DNS")
 	if now := serviceMonitors(t); now != monitorsBefore {
 		t.Errorf("the ServiceMonitors after revert:\n%s\nbefore install:\n%s", now, monitorsBefore)
 	}
@@ -322,7 +327,18 @@ func checkReverted(t *testing.T, ctx context.Context) {
 	if _, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "coredns", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("DaemonSet coredns after revert: %v", err)
 	}
-	for _, cm := range []string{"coredns-yurt", "yurtdns-install-state"} {
+	if _, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "node-local-dns", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("DaemonSet node-local-dns after revert: %v", err)
+	}
+	if _, err := cs.CoreV1().Services("kube-system").Get(ctx, "kube-dns-upstream", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Service kube-dns-upstream after revert: %v", err)
+	}
+	for _, n := range kc.Nodes {
+		if out, _ := n.NetCommand(ctx, "ip", "-o", "addr", "show", "dev", "lo").CombinedOutput(); strings.Contains(string(out), nodelocal.Address.String()) {
+			t.Errorf("%s still has %s on lo after revert:\n%s", n.Name, nodelocal.Address, out)
+		}
+	}
+	for _, cm := range []string{"coredns-yurt", "node-local-dns", "yurtdns-install-state"} {
 		if _, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, cm, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("ConfigMap %s after revert: %v", cm, err)
 		}

@@ -1,0 +1,215 @@
+package realcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/nodelocal"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/cluster"
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// podNetns is a pause pod on a node, asked from inside its network
+// namespace with the server its resolv.conf names, as its programs would.
+type podNetns struct {
+	name, node string
+	pid        int
+	resolver   string
+}
+
+// startPausePod runs a pause pod on node and finds its network namespace
+// and resolv.conf server.
+func startPausePod(t *testing.T, name, node string) podNetns {
+	t.Helper()
+	runPod(t, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
+		Spec: corev1.PodSpec{NodeName: node, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{Name: "pause", Image: kc.PauseImage(), ImagePullPolicy: corev1.PullNever}}},
+	})
+	p, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+	pid, err := kc.Node(node).ProcessOfContainer(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolv, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pn := podNetns{name: name, node: node, pid: pid}
+	for _, line := range strings.Split(string(resolv), "\n") {
+		if v, ok := strings.CutPrefix(line, "nameserver "); ok && pn.resolver == "" {
+			pn.resolver = strings.TrimSpace(v)
+		}
+	}
+	return pn
+}
+
+func (p podNetns) dig(ctx context.Context, server, name, qtype string, extra ...string) (harness.DigResult, error) {
+	return harness.DigWith(func(args ...string) ([]byte, error) {
+		return exec.CommandContext(ctx, "nsenter", append([]string{"-t", strconv.Itoa(p.pid), "-n", "dig"}, args...)...).CombinedOutput()
+	}, server, name, qtype, extra...)
+}
+
+func (p podNetns) asker() asker { return asker{where: "pod " + p.name, server: p.resolver, dig: p.dig} }
+
+func askers(pods []podNetns) []asker {
+	var a []asker
+	for _, p := range pods {
+		a = append(a, p.asker())
+	}
+	return a
+}
+
+// checkNodeLocalDNS runs on an installed cluster: install --node-local-dns
+// with pods on both nodes asking their DNS every 100 ms; then new pods
+// resolve at the node-local address, cluster names and node names, also on
+// worker-1 cut off from master-1; revert refuses while a pod made during
+// node-local DNS runs. It returns the pods made before, whose DNS the
+// caller's revert must not break either.
+func checkNodeLocalDNS(t *testing.T) []podNetns {
+	ctx := context.Background()
+	local := nodelocal.Address.String()
+	var before []podNetns
+	for _, n := range kc.Nodes {
+		before = append(before, startPausePod(t, "dns-before-"+n.Name, n.Name))
+	}
+	probe := startProbe("", probeName, "", askers(before))
+	started := time.Now()
+	_, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns")
+	probe.finish(t, "install --node-local-dns, asked from pods made before")
+	if err != nil {
+		t.Fatalf("install --node-local-dns: %v", err)
+	}
+	t.Logf("install --node-local-dns took %s", time.Since(started).Round(100*time.Millisecond))
+
+	out, err := runSync(t, "status")
+	for _, n := range kc.Nodes {
+		if want := n.Name + ": cache Ready; kubelet clusterDNS " + local; err != nil || !strings.Contains(out, want) {
+			t.Errorf("status does not say %q (%v):\n%s", want, err, out)
+		}
+	}
+
+	// The answers every pod must get: what kube-dns says, from a node.
+	want := map[string]string{}
+	for _, name := range []string{probeName, "master-1", "worker-1"} {
+		r, err := kc.Master().Dig(ctx, cluster.KubeDNSIP(), name, "A")
+		if err != nil || len(r.Data("A")) != 1 {
+			t.Fatalf("kube-dns on %s: %v %v", name, r.Data("A"), err)
+		}
+		want[name] = r.Data("A")[0]
+	}
+	tunnel, err := cs.CoreV1().Services("kube-system").Get(ctx, tunnelnodes.ServiceName, metav1.GetOptions{})
+	if err != nil || want["worker-1"] != tunnel.Spec.ClusterIP {
+		t.Errorf("worker-1 (edge) answered %s by kube-dns, want the tunnel ClusterIP (%v)", want["worker-1"], err)
+	}
+	var after []podNetns
+	for _, n := range kc.Nodes {
+		p := startPausePod(t, "dns-after-"+n.Name, n.Name)
+		if p.resolver != local {
+			t.Errorf("pod %s made after install resolves at %q, want %s", p.name, p.resolver, local)
+		}
+		for name, addr := range want {
+			r, err := p.dig(ctx, local, name, "A", "+time=1", "+tries=1")
+			if err != nil || strings.Join(r.Data("A"), ",") != addr {
+				t.Errorf("pod %s: %s at %s = %v (%v), want %s", p.name, name, local, r.Data("A"), err, addr)
+			}
+		}
+		after = append(after, p)
+	}
+
+	t.Run("worker-1 cut off from master-1", func(t *testing.T) {
+		onWorker := []asker{after[1].asker()}
+		cut := cutOff(t, kc.Node("worker-1"), kc.Master())
+		defer func() {
+			cut()
+			waitNodeReady(t, "worker-1", true, 2*time.Minute)
+		}()
+		var probes []*dnsProbe
+		for name, addr := range want {
+			probes = append(probes, startProbe("", name, addr, onWorker))
+		}
+		// Past the cluster names' 30 s TTL: the last answers are stale ones.
+		time.Sleep(40 * time.Second)
+		for _, p := range probes {
+			p.finish(t, "worker-1 cut off, asked from pod "+after[1].name)
+		}
+	})
+
+	t.Run("revert waits for the pods that resolve there", func(t *testing.T) {
+		out, err := runSync(t, "revert")
+		if err == nil || !strings.Contains(out, "kube-system/"+after[0].name) || !strings.Contains(out, "restart those pods") {
+			t.Errorf("revert with pods made during node-local DNS: want a refusal naming them, got %v:\n%s", err, out)
+		}
+		for _, n := range kc.Nodes {
+			if dns := runningClusterDNS(t, n.Name); dns == local {
+				t.Errorf("after the refused revert, node %s's kubelet still gives pods %s", n.Name, dns)
+			}
+		}
+	})
+	for _, p := range after {
+		grace := int64(0)
+		cs.CoreV1().Pods("kube-system").Delete(ctx, p.name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		waitPodGone(t, p.name)
+	}
+	return before
+}
+
+// cutOff drops, in a's network namespace, everything to and from b and b's
+// pods (an edge node whose link to the cloud is down); the returned func
+// puts the link back.
+func cutOff(t *testing.T, a, b *cluster.Node) func() {
+	t.Helper()
+	var rules [][]string
+	for _, net := range []string{b.IP, b.PodCIDR} {
+		rules = append(rules, []string{"OUTPUT", "-d", net}, []string{"INPUT", "-s", net}, []string{"FORWARD", "-d", net}, []string{"FORWARD", "-s", net})
+	}
+	iptables := func(op string, rule []string) error {
+		args := append([]string{"-w", op, rule[0]}, rule[1:]...)
+		if out, err := a.NetCommand(context.Background(), "iptables", append(args, "-j", "DROP")...).CombinedOutput(); err != nil {
+			return fmt.Errorf("iptables %v: %v: %s", args, err, out)
+		}
+		return nil
+	}
+	inserted := 0
+	undo := func() {
+		for _, r := range rules[:inserted] {
+			if err := iptables("-D", r); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	for _, r := range rules {
+		if err := iptables("-I", r); err != nil {
+			undo()
+			t.Fatal(err)
+		}
+		inserted++
+	}
+	return undo
+}
+
+// runningClusterDNS is what the node's kubelet runs with (its /configz).
+func runningClusterDNS(t *testing.T, node string) string {
+	t.Helper()
+	out, err := kc.Kubectl(context.Background(), "get", "--raw", "/api/v1/nodes/"+node+"/proxy/configz")
+	if err != nil {
+		t.Fatalf("configz of %s: %v %s", node, err, out)
+	}
+	_, rest, _ := strings.Cut(out, `"clusterDNS":[`)
+	dns, _, _ := strings.Cut(rest, "]")
+	return strings.Trim(dns, `"`)
+}
