@@ -57,9 +57,9 @@ type profile struct {
 var profiles = []profile{
 	{
 		name: ProfileYurtTunnel, help: "yurt-tunnel",
-		sync:  tunnelsync.Profiles[ProfileYurtTunnel],
-		steps:            Steps,
-		yurthostsOptions: []string{shardsOption},
+		sync:              tunnelsync.Profiles[ProfileYurtTunnel],
+		steps:             Steps,
+		yurthostsOptions:  []string{shardsOption},
 		dnsServiceAccount: corednsName,
 		check: func(exists func(client.Object, string) (bool, error), out io.Writer) error {
 			raven, err := exists(&corev1.ConfigMap{}, tunnelnodes.RavenGlobalConfigName)
@@ -85,9 +85,9 @@ var profiles = []profile{
 		// README's profile table), and the sync runs with Raven's rules once
 		// yurt-manager's gateway-dns controller is off.
 		name: ProfileRaven, help: "Raven's L7 proxy",
-		sync:  tunnelsync.Profiles[ProfileRaven],
-		steps:            ravenSteps,
-		yurthostsOptions: ravenYurthostsOptions,
+		sync:              tunnelsync.Profiles[ProfileRaven],
+		steps:             ravenSteps,
+		yurthostsOptions:  ravenYurthostsOptions,
 		dnsServiceAccount: ravenProxyDNS,
 		check: func(exists func(client.Object, string) (bool, error), _ io.Writer) error {
 			if ok, err := exists(&corev1.ConfigMap{}, tunnelnodes.RavenGlobalConfigName); err != nil || !ok {
