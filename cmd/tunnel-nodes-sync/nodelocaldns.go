@@ -34,8 +34,8 @@ func newNodeLocalDNSCommand() *cobra.Command {
 	pf.DurationVar(&timeout, "timeout", 5*time.Minute, "How long to wait for the cache to answer and for the restarted kubelet to be healthy")
 
 	cmd.AddCommand(&cobra.Command{
-		Use:   "add-address",
-		Short: "Put --address on --interface (idempotent)",
+		Use:   "setup",
+		Short: "Put --address on --interface and keep its traffic out of conntrack (idempotent)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a, err := addr()
@@ -43,10 +43,15 @@ func newNodeLocalDNSCommand() *cobra.Command {
 				return err
 			}
 			added, err := nodelocal.EnsureAddress(link, a)
-			if err == nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s on %s: %s\n", a, link, map[bool]string{true: "added", false: "already there"}[added])
+			if err != nil {
+				return err
 			}
-			return err
+			fmt.Fprintf(cmd.OutOrStdout(), "%s on %s: %s\n", a, link, map[bool]string{true: "added", false: "already there"}[added])
+			if err := nodelocal.EnsureNotrack(a); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "traffic to and from %s: not tracked (nftables table yurtdns-node-local)\n", a)
+			return nil
 		},
 	}, &cobra.Command{
 		Use:   "switch-kubelet",
@@ -71,7 +76,7 @@ func newNodeLocalDNSCommand() *cobra.Command {
 		},
 	}, &cobra.Command{
 		Use:   "restore-kubelet",
-		Short: "Put the kubelet's original clusterDNS back, restart the kubelet, and take --address off --interface",
+		Short: "Put the kubelet's original clusterDNS back, restart the kubelet, and undo setup",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			a, err := addr()
@@ -93,8 +98,14 @@ func newNodeLocalDNSCommand() *cobra.Command {
 				fmt.Fprintf(out, "%s: nothing to restore\n", files.Config)
 			}
 			removed, err := nodelocal.RemoveAddress(link, a)
-			if err == nil && removed {
+			if err != nil {
+				return err
+			}
+			if removed {
 				fmt.Fprintf(out, "%s removed from %s\n", a, link)
+			}
+			if removed, err = nodelocal.RemoveNotrack(a); removed {
+				fmt.Fprintln(out, "nftables table yurtdns-node-local removed")
 			}
 			return err
 		},

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
@@ -148,17 +147,4 @@ func runningClusterDNS(ctx context.Context, env *Env, node string) ([]string, er
 		return nil, fmt.Errorf("node %s's /configz: %w", node, err)
 	}
 	return cfg.KubeletConfig.ClusterDNS, nil
-}
-
-// waitClusterDNS waits until node's kubelet runs with clusterDNS as wanted
-// (want) or not (!want) the node-local address.
-func waitClusterDNS(ctx context.Context, env *Env, node string, want bool) error {
-	local := []string{nodelocal.Address.String()}
-	return waitFor(ctx, env.Options.Timeout, "kubelet of node "+node+" not running with the new clusterDNS", func(ctx context.Context) (bool, string, error) {
-		dns, err := runningClusterDNS(ctx, env, node)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		return slices.Equal(dns, local) == want, fmt.Sprintf("clusterDNS %v", dns), nil
-	})
 }

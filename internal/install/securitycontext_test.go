@@ -177,7 +177,7 @@ func TestLeastPrivilegeSecurityContext(t *testing.T) {
 				p.mayAdd = coreDNSCaps
 			case deploy.NodeLocalDNS:
 				p.mayAdd, p.hostNetwork = coreDNSCaps, true
-				p.rootWith = map[string][]corev1.Capability{"add-address": {"NET_ADMIN"}}
+				p.rootWith = map[string][]corev1.Capability{"setup": {"NET_ADMIN"}}
 			}
 			pods = append(pods, p)
 		}

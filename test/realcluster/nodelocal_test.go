@@ -29,7 +29,7 @@ type podNetns struct {
 
 // startPausePod runs a pause pod on node and finds its network namespace
 // and resolv.conf server.
-func startPausePod(t *testing.T, name, node string) podNetns {
+func startPausePod(t testing.TB, name, node string) podNetns {
 	t.Helper()
 	runPod(t, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
@@ -83,6 +83,10 @@ func askers(pods []podNetns) []asker {
 func checkNodeLocalDNS(t *testing.T) []podNetns {
 	ctx := context.Background()
 	local := nodelocal.Address.String()
+	// The tunnel up, as on an OpenYurt cluster: install and status read
+	// worker-1's kubelet (its /configz) through it.
+	runPod(t, kc.TunnelStandinServer())
+	waitTunnelEndpoints(t)
 	var before []podNetns
 	for _, n := range kc.Nodes {
 		before = append(before, startPausePod(t, "dns-before-"+n.Name, n.Name))
