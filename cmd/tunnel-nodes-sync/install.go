@@ -107,7 +107,7 @@ func (f *surgeryFlags) env() (*install.Env, error) {
 func newInstallCommand() *cobra.Command {
 	f := &surgeryFlags{}
 	cmd := f.command(install.Install, "install", "Turn the cluster's DNS into yurtdns, step by step (idempotent; see revert)")
-	cmd.Long = "Steps, in order: " + strings.Join(install.StepNames(), ", ") + ".\n" +
+	cmd.Long = "Steps, in order: " + strings.Join(install.StepNames(), ", ") + "; then " + install.OptInSteps + ".\n" +
 		"Each step says what it changed or that it was already applied; what it changed is recorded in\n" +
 		"ConfigMap kube-system/" + install.StateConfigMap + " so that revert restores exactly that."
 	f.register(cmd, true)

@@ -115,15 +115,16 @@ func Steps() []Step {
 	return []Step{recordsStep(), rbacStep(), corefileStep(), corednsDaemonSetStep(), kubeDNSTopologyStep(), kubeProxyStep(), controlPlaneStep(), syncStep(), prometheusStep()}
 }
 
-// StepNames lists yurt-tunnel's step names, for --skip validation and help.
+// StepNames lists the steps install runs by default under yurt-tunnel.
 func StepNames() []string { return ProfileStepNames(ProfileYurtTunnel) }
 
 func (o Options) validate() error {
-	if _, err := profileNamed(o.Profile); err != nil {
+	p, err := profileNamed(o.Profile)
+	if err != nil {
 		return err
 	}
 	for _, s := range o.Skip {
-		if names := ProfileStepNames(o.Profile); !slices.Contains(names, s) {
+		if names := p.stepNames(); !slices.Contains(names, s) {
 			return fmt.Errorf("--skip %q: unknown step (steps: %s)", s, strings.Join(names, ","))
 		}
 	}

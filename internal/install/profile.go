@@ -137,9 +137,9 @@ func ProfileNames() []string {
 func ProfileHelp() string {
 	var parts []string
 	for _, p := range profiles {
-		parts = append(parts, fmt.Sprintf("%s (%s; steps: %s)", p.name, p.help, strings.Join(p.stepNames(), ",")))
+		parts = append(parts, fmt.Sprintf("%s (%s; steps: %s)", p.name, p.help, strings.Join(names(p.steps()), ",")))
 	}
-	return "The tunnel layout: " + strings.Join(parts, " or ")
+	return "The tunnel layout: " + strings.Join(parts, " or ") + "; then " + OptInSteps
 }
 
 // allSteps are the layout's steps and then the optional ones every layout
@@ -148,23 +148,29 @@ func (p profile) allSteps() []Step {
 	return append(p.steps(), nodeLocalDNSStep(p))
 }
 
-func (p profile) stepNames() []string {
+// stepNames are the names of allSteps.
+func (p profile) stepNames() []string { return names(p.allSteps()) }
+
+func names(steps []Step) []string {
 	var names []string
-	for _, s := range p.allSteps() {
+	for _, s := range steps {
 		names = append(names, s.Name)
 	}
 	return names
 }
 
-// ProfileStepNames lists the profile's step names, for --skip and help;
-// nil for an unknown profile.
+// ProfileStepNames lists the steps install runs under the profile without
+// an opt-in flag (nil for an unknown profile); OptInSteps follow them.
 func ProfileStepNames(name string) []string {
 	p, err := profileNamed(name)
 	if err != nil {
 		return nil
 	}
-	return p.stepNames()
+	return names(p.steps())
 }
+
+// OptInSteps describes the steps every profile runs last when asked to.
+const OptInSteps = "node-local-dns (with --node-local-dns)"
 
 // checkProfile refuses to revert or report a state that install wrote under
 // another profile: its steps would be skipped as "not applied".
