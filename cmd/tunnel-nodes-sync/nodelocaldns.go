@@ -76,13 +76,9 @@ func newNodeLocalDNSCommand() *cobra.Command {
 		},
 	}, &cobra.Command{
 		Use:   "restore-kubelet",
-		Short: "Put the kubelet's original clusterDNS back, restart the kubelet, and undo setup",
+		Short: "Put the kubelet's original clusterDNS back and restart the kubelet (the cache keeps answering)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := addr()
-			if err != nil {
-				return err
-			}
 			files := nodelocal.NewKubeletFiles(kubeletDir)
 			outcome, err := nodelocal.Restore(cmd.Context(), files, timeout)
 			if err != nil {
@@ -97,17 +93,28 @@ func newNodeLocalDNSCommand() *cobra.Command {
 			default:
 				fmt.Fprintf(out, "%s: nothing to restore\n", files.Config)
 			}
+			return nil
+		},
+	}, &cobra.Command{
+		Use:   "teardown",
+		Short: "Undo setup once the cache is gone: take --address off --interface, drop the nftables table (idempotent)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := addr()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
 			removed, err := nodelocal.RemoveAddress(link, a)
 			if err != nil {
 				return err
 			}
-			if removed {
-				fmt.Fprintf(out, "%s removed from %s\n", a, link)
+			fmt.Fprintf(out, "%s on %s: %s\n", a, link, map[bool]string{true: "removed", false: "not there"}[removed])
+			if removed, err = nodelocal.RemoveNotrack(a); err != nil {
+				return err
 			}
-			if removed, err = nodelocal.RemoveNotrack(a); removed {
-				fmt.Fprintln(out, "nftables table yurtdns-node-local removed")
-			}
-			return err
+			fmt.Fprintf(out, "nftables table yurtdns-node-local: %s\n", map[bool]string{true: "removed", false: "not there"}[removed])
+			return nil
 		},
 	})
 	return cmd

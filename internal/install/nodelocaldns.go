@@ -73,11 +73,7 @@ func nodeLocalDNSStep(p profile) Step {
 				res.Diffs = append(res.Diffs, "")
 			}
 			if len(switched) > 0 {
-				verb := "switched"
-				if env.Options.DryRun {
-					verb = "would switch"
-				}
-				summary = append(summary, fmt.Sprintf("%s the kubelet clusterDNS of %s to %s", verb, strings.Join(switched, ", "), nodelocal.Address))
+				summary = append(summary, fmt.Sprintf("switched the kubelet clusterDNS of %s to %s", strings.Join(switched, ", "), nodelocal.Address))
 			}
 			if cm != "" {
 				summary = append(summary, cm)
@@ -115,6 +111,10 @@ func nodeLocalDNSStep(p profile) Step {
 					return Result{}, err
 				}
 			}
+			cachePods, err := recordCacheNodes(ctx, env, ss)
+			if err != nil {
+				return Result{}, err
+			}
 			res, err := files.Revert(ctx, env, ss)
 			if err != nil {
 				return Result{}, err
@@ -123,11 +123,16 @@ func nodeLocalDNSStep(p profile) Step {
 				summary = append(summary, res.Summary)
 			}
 			if !env.Options.DryRun {
-				for k := range ss.Records {
-					if strings.HasPrefix(k, "kubelet ") {
-						delete(ss.Records, k)
-					}
+				if err := waitFor(ctx, env.Options.Timeout, "node-local cache pods not gone", podsGone(env, cachePods)); err != nil {
+					return Result{}, err
 				}
+			}
+			torn, err := teardownNodes(ctx, env, ss)
+			if err != nil {
+				return Result{}, err
+			}
+			if len(torn) > 0 {
+				summary = append(summary, fmt.Sprintf("took %s off lo of %s", nodelocal.Address, strings.Join(torn, ", ")))
 			}
 			if len(summary) == 0 {
 				return Result{Summary: "nothing to revert"}, nil
@@ -253,7 +258,7 @@ func switchNode(ctx context.Context, env *Env, ss *stepState, node string) (bool
 	if err := ss.persist(ctx); err != nil {
 		return false, err
 	}
-	if err := runKubeletJob(ctx, env, ss, node, "switch-kubelet", image); err != nil {
+	if err := runKubeletJob(ctx, env, ss, node, switchKubelet, image); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -265,7 +270,7 @@ func switchNode(ctx context.Context, env *Env, ss *stepState, node string) (bool
 func restoreNodes(ctx context.Context, env *Env, ss *stepState) ([]string, error) {
 	var nodes []string
 	for _, r := range ss.Records {
-		if r.Kubelet != nil && r.Kubelet.Until == nil {
+		if r.Kubelet != nil && r.Kubelet.Since != nil && r.Kubelet.Until == nil {
 			nodes = append(nodes, r.Kubelet.Node)
 		}
 	}
@@ -294,7 +299,7 @@ func restoreNodes(ctx context.Context, env *Env, ss *stepState) ([]string, error
 		if err := waitSwitchJobGone(ctx, env, ss, n, rec.Image); err != nil {
 			return nil, err
 		}
-		if err := runKubeletJob(ctx, env, ss, n, "restore-kubelet", image); err != nil {
+		if err := runKubeletJob(ctx, env, ss, n, restoreKubelet, image); err != nil {
 			return nil, err
 		}
 		rec.Until = &metav1.Time{Time: time.Now()}
@@ -303,6 +308,78 @@ func restoreNodes(ctx context.Context, env *Env, ss *stepState) ([]string, error
 		}
 	}
 	return nodes, nil
+}
+
+// recordCacheNodes records, before the DaemonSet goes, every node one of
+// its pods ran on (their init containers put the address there), switched
+// or not, and returns those pods.
+func recordCacheNodes(ctx context.Context, env *Env, ss *stepState) ([]corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{nodeLocalPodLabel: nodeLocalPodLabelV}); err != nil {
+		return nil, err
+	}
+	if env.Options.DryRun || len(pods.Items) == 0 {
+		return pods.Items, nil
+	}
+	image, err := syncImage(env)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pods.Items {
+		if k := kubeletRecordKey(p.Spec.NodeName); p.Spec.NodeName != "" && ss.Records[k].Kubelet == nil {
+			ss.Records[k] = record{Kubelet: &kubeletRecord{Node: p.Spec.NodeName, Image: image}}
+		}
+	}
+	return pods.Items, ss.persist(ctx)
+}
+
+// teardownNodes undoes the caches' setup on every recorded node once the
+// caches are gone (the address off lo, the NOTRACK table dropped) and then
+// forgets the node. A NotReady node keeps both, and its record, until a
+// later revert: it cannot run the Job now.
+func teardownNodes(ctx context.Context, env *Env, ss *stepState) ([]string, error) {
+	var nodes []string
+	for _, r := range ss.Records {
+		if r.Kubelet != nil {
+			nodes = append(nodes, r.Kubelet.Node)
+		}
+	}
+	slices.Sort(nodes)
+	if env.Options.DryRun {
+		return nodes, nil
+	}
+	var torn, notReady []string
+	for _, n := range nodes {
+		rec := ss.Records[kubeletRecordKey(n)].Kubelet
+		node := &corev1.Node{}
+		err := env.Client.Get(ctx, client.ObjectKey{Name: n}, node)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		case !nodeReady(node):
+			notReady = append(notReady, n)
+			continue
+		default:
+			image := rec.Image
+			if env.Options.SyncImage != "" {
+				image = env.Options.SyncImage
+			}
+			if err := runKubeletJob(ctx, env, ss, n, teardownNode, image); err != nil {
+				return nil, err
+			}
+			torn = append(torn, n)
+		}
+		delete(ss.Records, kubeletRecordKey(n))
+		if err := ss.persist(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if len(notReady) > 0 {
+		return nil, fmt.Errorf("nodes %s are NotReady: %s stays on their lo (nothing answers there now); run revert again when they are back",
+			strings.Join(notReady, ", "), nodelocal.Address)
+	}
+	return torn, nil
 }
 
 // refuseWhileResolvingThere refuses to remove the caches while pods created

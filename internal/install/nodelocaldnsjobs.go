@@ -17,13 +17,30 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// The node-local-dns step's per-node Jobs run `node-local-dns
-// switch-kubelet` (or restore-kubelet) on one node with the host's kubelet
-// directory mounted: they edit the kubelet's config.yaml, keeping the
-// original next to it, and restart the kubelet.
+// The node-local-dns step's per-node Jobs run a `node-local-dns` action on
+// one node: switch-kubelet and restore-kubelet edit the kubelet's
+// config.yaml (the original kept next to it) and restart the kubelet;
+// teardown undoes the DaemonSet's setup once the caches are gone.
 const (
 	hostKubeletDir = "/var/lib/kubelet"
 	kubeletMount   = "/host/var/lib/kubelet"
+)
+
+// nodeLocalAction is a node-local-dns subcommand and what its Job needs.
+type nodeLocalAction struct {
+	name string
+	// kubelet: it edits the kubelet's file and restarts the kubelet, so it
+	// mounts the kubelet's directory, shares the node's PID namespace, and
+	// adds KILL (signal the kubelet) and SYS_PTRACE (read which network
+	// namespace a process is in); otherwise it changes the node's network
+	// (NET_ADMIN).
+	kubelet bool
+}
+
+var (
+	switchKubelet  = nodeLocalAction{name: "switch-kubelet", kubelet: true}
+	restoreKubelet = nodeLocalAction{name: "restore-kubelet", kubelet: true}
+	teardownNode   = nodeLocalAction{name: "teardown"}
 )
 
 // kubeletRecord is one node's switch: the image its Jobs run (one the
@@ -38,51 +55,57 @@ type kubeletRecord struct {
 
 func kubeletRecordKey(node string) string { return "kubelet " + node }
 
-// kubeletJob runs `node-local-dns ACTION` (switch-kubelet, restore-kubelet)
-// on node. It shares the node's network namespace (the address to check and
-// take off lo, the kubelet's healthz on localhost) and its PID namespace
-// (the kubelet to restart), runs as root (the kubelet's files are root's)
-// and adds only what that needs: KILL (signal the kubelet), SYS_PTRACE (read
-// which network namespace a process is in) and NET_ADMIN (the address).
-func kubeletJob(node, action, image string, o Options) *batchv1.Job {
+// kubeletJob runs `node-local-dns ACTION` on node, in the node's network
+// namespace (the cache's address, the kubelet's healthz on localhost), as
+// root (the kubelet's files are root's; nftables), with only what the
+// action needs.
+func kubeletJob(node string, a nodeLocalAction, image string, o Options) *batchv1.Job {
 	sum := sha256.Sum256([]byte(node))
-	name := fmt.Sprintf("yurtdns-%s-%s", action, hex.EncodeToString(sum[:])[:10])
+	name := fmt.Sprintf("yurtdns-%s-%s", a.name, hex.EncodeToString(sum[:])[:10])
 	backoff := int32(0)
 	root := int64(0)
-	dir := corev1.HostPathDirectory
+	args := []string{"node-local-dns", a.name, "--address", nodelocal.Address.String(), "--interface", "lo", "--timeout", o.Timeout.String()}
+	caps := []corev1.Capability{"NET_ADMIN"}
+	var mounts []corev1.VolumeMount
+	var volumes []corev1.Volume
+	if a.kubelet {
+		args = append(args, "--kubelet-dir", kubeletMount)
+		caps = []corev1.Capability{"KILL", "SYS_PTRACE"}
+		dir := corev1.HostPathDirectory
+		mounts = []corev1.VolumeMount{{Name: "kubelet", MountPath: kubeletMount}}
+		volumes = []corev1.Volume{{Name: "kubelet", VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: hostKubeletDir, Type: &dir}}}}
+	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tunnelnodes.Namespace,
-			Labels: map[string]string{jobLabel: action, ManagedByLabel: "yurtdns"}},
+			Labels: map[string]string{jobLabel: a.name, ManagedByLabel: "yurtdns"}},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: &backoff,
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: action}},
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: a.name}},
 				Spec: corev1.PodSpec{
 					NodeName:          node,
 					RestartPolicy:     corev1.RestartPolicyNever,
 					PriorityClassName: "system-node-critical",
 					HostNetwork:       true,
-					HostPID:           true,
+					HostPID:           a.kubelet,
 					DNSPolicy:         corev1.DNSDefault,
 					Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 					Containers: []corev1.Container{{
-						Name:  action,
-						Image: image,
-						Args: []string{"node-local-dns", action, "--address", nodelocal.Address.String(), "--interface", "lo",
-							"--kubelet-dir", kubeletMount, "--timeout", o.Timeout.String()},
+						Name:                     a.name,
+						Image:                    image,
+						Args:                     args,
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						SecurityContext: &corev1.SecurityContext{
 							RunAsUser:                &root,
 							AllowPrivilegeEscalation: new(false),
 							ReadOnlyRootFilesystem:   new(true),
-							Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"},
-								Add: []corev1.Capability{"KILL", "SYS_PTRACE", "NET_ADMIN"}},
-							SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps},
+							SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "kubelet", MountPath: kubeletMount}},
+						VolumeMounts: mounts,
 					}},
-					Volumes: []corev1.Volume{{Name: "kubelet", VolumeSource: corev1.VolumeSource{
-						HostPath: &corev1.HostPathVolumeSource{Path: hostKubeletDir, Type: &dir}}}},
+					Volumes: volumes,
 				},
 			},
 		},
@@ -92,8 +115,8 @@ func kubeletJob(node, action, image string, o Options) *batchv1.Job {
 // runKubeletJob runs one node's Job to completion and deletes it; a Job
 // that failed earlier is deleted first (running install or revert again
 // is the retry).
-func runKubeletJob(ctx context.Context, env *Env, ss *stepState, node, action, image string) error {
-	job := toUnstructured(kubeletJob(node, action, image, env.Options), "batch/v1", "Job")
+func runKubeletJob(ctx context.Context, env *Env, ss *stepState, node string, a nodeLocalAction, image string) error {
+	job := toUnstructured(kubeletJob(node, a, image, env.Options), "batch/v1", "Job")
 	if err := deleteFailedJob(ctx, env, job.GetName()); err != nil {
 		return err
 	}
@@ -111,7 +134,7 @@ func runKubeletJob(ctx context.Context, env *Env, ss *stepState, node, action, i
 // waitSwitchJobGone waits for a switch Job an interrupted install left on
 // node to stop (done or failed), then deletes it: the restore comes after.
 func waitSwitchJobGone(ctx context.Context, env *Env, ss *stepState, node, image string) error {
-	job := toUnstructured(kubeletJob(node, "switch-kubelet", image, env.Options), "batch/v1", "Job")
+	job := toUnstructured(kubeletJob(node, switchKubelet, image, env.Options), "batch/v1", "Job")
 	if rec, ok := ss.Records[objectKey(job)]; !ok || !rec.Created {
 		return nil
 	}

@@ -215,8 +215,9 @@ func TestLeastPrivilegeSecurityContext(t *testing.T) {
 
 	// The exceptions: Jobs that edit root-owned files of a node. The
 	// control-plane Jobs run as root, and nothing more; the node-local-dns
-	// step's kubelet Jobs also share the node's network and PID namespaces
-	// and add what restarting the kubelet and removing the address need.
+	// step's Jobs also share the node's network (and, for the kubelet, PID)
+	// namespace and add what restarting the kubelet or removing the
+	// address needs.
 	type nodeJob struct {
 		job      *batchv1.Job
 		caps     []corev1.Capability
@@ -227,10 +228,12 @@ func TestLeastPrivilegeSecurityContext(t *testing.T) {
 	for _, action := range []string{"patch", "restore"} {
 		jobs = append(jobs, nodeJob{job: manifestJob("master-1", action, "yurtdns/tunnel-nodes-sync:latest", Options{}), hostPath: hostKubernetesDir})
 	}
-	for _, action := range []string{"switch-kubelet", "restore-kubelet"} {
-		jobs = append(jobs, nodeJob{job: kubeletJob("worker-1", action, "yurtdns/tunnel-nodes-sync:latest", Options{}),
-			caps: []corev1.Capability{"KILL", "SYS_PTRACE", "NET_ADMIN"}, hostNS: true, hostPath: hostKubeletDir})
+	for _, a := range []nodeLocalAction{switchKubelet, restoreKubelet} {
+		jobs = append(jobs, nodeJob{job: kubeletJob("worker-1", a, "yurtdns/tunnel-nodes-sync:latest", Options{}),
+			caps: []corev1.Capability{"KILL", "SYS_PTRACE"}, hostNS: true, hostPath: hostKubeletDir})
 	}
+	jobs = append(jobs, nodeJob{job: kubeletJob("worker-1", teardownNode, "yurtdns/tunnel-nodes-sync:latest", Options{}),
+		caps: []corev1.Capability{"NET_ADMIN"}, hostNS: true})
 	for _, j := range jobs {
 		job := j.job
 		spec := job.Spec.Template.Spec

@@ -163,6 +163,13 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 				t.Errorf("after the refused revert, node %s's kubelet still gives pods %s", n.Name, dns)
 			}
 		}
+		// Until they are restarted, those pods still have their DNS.
+		for _, p := range after {
+			r, err := p.dig(ctx, local, probeName, "A", "+time=1", "+tries=1")
+			if err != nil || strings.Join(r.Data("A"), ",") != want[probeName] {
+				t.Errorf("after the refused revert, pod %s: %s at %s = %v (%v), want %s", p.name, probeName, local, r.Data("A"), err, want[probeName])
+			}
+		}
 	})
 	for _, p := range after {
 		grace := int64(0)
