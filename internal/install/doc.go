@@ -4,6 +4,7 @@
 //
 // Each step has its own file, in the order install runs them:
 //
+//	records.go           records            Namespace yurtdns-records for the records' shards, its Roles
 //	rbac.go              rbac               CoreDNS may read the records ConfigMap and the tunnel Service
 //	corefile.go          corefile           ConfigMap coredns-yurt: the stock Corefile with yurthosts
 //	corednsdaemonset.go  coredns-daemonset  CoreDNS as a DaemonSet, then the Deployment scaled to 0
@@ -13,9 +14,15 @@
 //	sync.go              sync               the tunnel-nodes-sync Deployment from deploy/
 //	prometheus.go        prometheus         Prometheus scrapes kubelets and node-exporters by node name
 //
+// With --node-local-dns, after either profile's steps (its Jobs in
+// nodelocaldnsjobs.go, the node side in internal/nodelocal):
+//
+//	nodelocaldns.go      node-local-dns     a coredns-yurt cache per node at 169.254.20.10, kubelets pointed there
+//
 // Under --profile raven (profile.go: which steps, the layout checks) the
 // steps are instead:
 //
+//	records.go           records            as above
 //	ravenrbac.go         raven-rbac         raven-proxy-dns may read edge-tunnel-nodes and the proxy Service
 //	ravencorefile.go     raven-corefile     ConfigMap raven-proxy-dns-yurt: its Corefile with yurthosts
 //	ravenproxydns.go     raven-proxy-dns    the raven-proxy-dns Deployment runs coredns-yurt, in place
