@@ -40,6 +40,21 @@ type propagation struct {
 	HostsFile []float64 `json:"hostsfile_ms"`
 }
 
+// nodeLocal is BenchmarkNodeLocalDNS's (test/realcluster) result.
+type nodeLocal struct {
+	Rounds    int          `json:"rounds"`
+	Digs      int          `json:"dig_queries"`
+	NodeLocal dnsTargetRun `json:"node-local"`
+	ClusterIP dnsTargetRun `json:"clusterip"`
+}
+
+type dnsTargetRun struct {
+	QPS       float64 `json:"qps"`
+	P50       float64 `json:"p50_us"`
+	P99       float64 `json:"p99_us"`
+	Conntrack float64 `json:"conntrack_entries"`
+}
+
 func load(dir, name string, v any) error {
 	data, err := os.ReadFile(filepath.Join(dir, name+".json"))
 	if err != nil {
@@ -62,9 +77,10 @@ func run(in, out string) error {
 	var d dnsperf
 	var p propagation
 	var scale, conv10, conv30, change, churn, fleet, fleet100k map[string]float64
+	var local nodeLocal
 	for name, v := range map[string]any{"dnsperf": &d, "propagation": &p, "scale": &scale,
 		"sync-convergence-10000": &conv10, "sync-convergence-30000": &conv30, "sync-change": &change, "sync-churn": &churn,
-		"fleet-change": &fleet, "fleet-100k": &fleet100k} {
+		"fleet-change": &fleet, "fleet-100k": &fleet100k, "node-local-dns": &local} {
 		if err := load(in, name, v); err != nil {
 			return err
 		}
@@ -100,6 +116,9 @@ func run(in, out string) error {
 	fmt.Fprintf(&b, "| %.0f nodes | sync start → all %.0f shards written %.1f s, RSS %.0f MiB (%.0f MiB after %.0f changes, %.0f shard writes); coredns-yurt start → ready %.0f ms (empty %.0f ms), RSS +%.1f MiB over empty | ready ≤ 2 s; ≤ 64 MiB | `-bench Fleet100k` |\n",
 		fleet100k["nodes"], fleet100k["shards"], fleet100k["sync_written_ms"]/1000, fleet100k["sync_rss_mib"], fleet100k["sync_rss_after_churn_mib"],
 		fleet100k["churn_changes"], fleet100k["shard_writes"], fleet100k["coredns_ready_ms"], fleet100k["coredns_empty_ready_ms"], fleet100k["coredns_rss_over_empty_mib"])
+	nl, ci := local.NodeLocal, local.ClusterIP
+	fmt.Fprintf(&b, "| a pod on the real cluster's master-1 asks the node-local cache (169.254.20.10) vs the kube-dns ClusterIP (DNAT), same run, median of %d alternating rounds | QPS (dnsperf -c 4) **%.0f vs %.0f (%.2fx)**; at 1,000 QPS p50 %.0f vs %.0f µs, p99 %.0f vs %.0f µs; conntrack entries left by %d one-shot `dig`s **%.0f vs %.0f** | | `go test -run '^$' -bench NodeLocalDNS -benchtime 1x ./test/realcluster` (root) |\n",
+		local.Rounds, nl.QPS, ci.QPS, nl.QPS/ci.QPS, nl.P50, ci.P50, nl.P99, ci.P99, local.Digs, nl.Conntrack, ci.Conntrack)
 	b.WriteString("\nAll rows: `make bench` runs them together (about 25 minutes); each `-bench` above runs one, from the repository root, after `make test-tools`.\n")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err

@@ -134,7 +134,7 @@ func BenchmarkDNSPerf(b *testing.B) {
 		slices.Sort(allLatencies[p])
 		allLatencies[p] = sample(allLatencies[p], 500)
 	}
-	record(b, "dnsperf", map[string]any{
+	harness.RecordResults(b, "dnsperf", map[string]any{
 		"records": len(names), "rounds": rounds, "round_seconds": runFor.Seconds(), "latency_rate": latencyRate,
 		"qps": qps, "cpu_us_per_query": cpu, "p50_us": p50s, "p99_us": p99s, "latency_us_sample": allLatencies,
 	})
@@ -241,7 +241,7 @@ func BenchmarkPropagation(b *testing.B) {
 		}
 		return out
 	}
-	record(b, "propagation", map[string]any{"changes": changes, "yurthosts_ms": ms(viaAPI), "hostsfile_ms": ms(viaFile)})
+	harness.RecordResults(b, "propagation", map[string]any{"changes": changes, "yurthosts_ms": ms(viaAPI), "hostsfile_ms": ms(viaFile)})
 	b.Logf("%d changes: yurthosts p50 %s p99 %s max %s; hosts file reload 300ms p50 %s p99 %s",
 		changes, percentile(viaAPI, 0.5), percentile(viaAPI, 0.99), viaAPI[len(viaAPI)-1],
 		percentile(viaFile, 0.5), percentile(viaFile, 0.99))

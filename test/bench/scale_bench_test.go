@@ -47,7 +47,7 @@ func BenchmarkScale35k(b *testing.B) {
 	b.ReportMetric(float64(fullReady.Milliseconds()), "ms-start-to-ready-35k")
 	b.ReportMetric(float64(emptyReady.Milliseconds()), "ms-start-to-ready-empty")
 	b.ReportMetric(float64(fullRSS-emptyRSS)/1024, "MiB-rss-over-empty")
-	record(b, "scale", map[string]any{"records": len(names), "bytes": len(text), "ready_ms": fullReady.Milliseconds(),
+	harness.RecordResults(b, "scale", map[string]any{"records": len(names), "bytes": len(text), "ready_ms": fullReady.Milliseconds(),
 		"empty_ready_ms": emptyReady.Milliseconds(), "rss_over_empty_mib": float64(fullRSS-emptyRSS) / 1024})
 	b.Logf("%d records (%d bytes): ready in %s (empty: %s); RSS %d KiB vs %d KiB empty: +%.1f MiB",
 		len(names), len(text), fullReady, emptyReady, fullRSS, emptyRSS, float64(fullRSS-emptyRSS)/1024)

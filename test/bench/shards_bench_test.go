@@ -311,7 +311,7 @@ func BenchmarkFleetChange(b *testing.B) {
 	b.ReportMetric(float64(p99Single.Microseconds())/1000, "p99-ms-change-to-answer-single")
 	b.ReportMetric(float64(p99Shards.Microseconds())/1000, "p99-ms-change-to-answer-shards")
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	record(b, "fleet-change", map[string]any{
+	harness.RecordResults(b, "fleet-change", map[string]any{
 		"nodes": nodes, "shards": count, "watchers": w, "changes": changes,
 		"bytes_per_watcher_single": perWatcherSingle, "bytes_per_watcher_shards": perWatcherShards,
 		"mb_per_change_5000_single": perWatcherSingle * nodes / 1e6, "mb_per_change_5000_shards": perWatcherShards * nodes / 1e6,
@@ -412,7 +412,7 @@ func BenchmarkFleet100k(b *testing.B) {
 	b.ReportMetric(churnWrites/churn, "shard-writes/change")
 	b.ReportMetric(float64(ready.Milliseconds()), "ms-coredns-start-to-ready")
 	b.ReportMetric(float64(rss-emptyRSS)/1024, "MiB-coredns-rss-over-empty")
-	record(b, "fleet-100k", map[string]any{"nodes": nodes, "shards": count, "sync_written_ms": written.Milliseconds(),
+	harness.RecordResults(b, "fleet-100k", map[string]any{"nodes": nodes, "shards": count, "sync_written_ms": written.Milliseconds(),
 		"sync_rss_mib": float64(syncRSS) / 1024, "sync_rss_after_churn_mib": float64(churnRSS) / 1024, "sync_heap_inuse_mib": heap,
 		"churn_changes": churn, "shard_writes": churnWrites,
 		"coredns_ready_ms": ready.Milliseconds(), "coredns_empty_ready_ms": emptyReady.Milliseconds(),

@@ -92,7 +92,7 @@ func BenchmarkSyncConvergence(b *testing.B) {
 			b.ReportMetric(float64(converged.Milliseconds()), "ms-start-to-written")
 			b.ReportMetric(float64(rss)/1024, "MiB-rss")
 			b.ReportMetric(heap, "MiB-heap-inuse")
-			record(b, fmt.Sprintf("sync-convergence-%d", n), map[string]any{"nodes": n, "written_ms": converged.Milliseconds(),
+			harness.RecordResults(b, fmt.Sprintf("sync-convergence-%d", n), map[string]any{"nodes": n, "written_ms": converged.Milliseconds(),
 				"rss_mib": float64(rss) / 1024, "heap_inuse_mib": heap})
 			b.Logf("%d nodes: start to ConfigMap written %s; RSS %.1f MiB, Go heap in use %.1f MiB", n, converged, float64(rss)/1024, heap)
 		})
@@ -166,7 +166,7 @@ func BenchmarkSyncNodeChange(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
-	record(b, "sync-change", map[string]any{"changes": changes, "p50_ms": float64(percentile(lat, 0.5).Microseconds()) / 1000,
+	harness.RecordResults(b, "sync-change", map[string]any{"changes": changes, "p50_ms": float64(percentile(lat, 0.5).Microseconds()) / 1000,
 		"p99_ms": float64(percentile(lat, 0.99).Microseconds()) / 1000})
 	b.Logf("%d single node changes (1000 nodes, debounce 50ms): p50 %s p99 %s max %s",
 		changes, percentile(lat, 0.5), percentile(lat, 0.99), lat[len(lat)-1])
@@ -211,7 +211,7 @@ func BenchmarkSyncChurn(b *testing.B) {
 	b.ReportMetric(writes, "configmap-writes")
 	b.ReportMetric(float64(burst.Milliseconds()), "ms-burst")
 	b.ReportMetric(writes/burst.Seconds(), "writes/s")
-	record(b, "sync-churn", map[string]any{"changes": len(nodes.Items), "burst_ms": burst.Milliseconds(), "writes": writes})
+	harness.RecordResults(b, "sync-churn", map[string]any{"changes": len(nodes.Items), "burst_ms": burst.Milliseconds(), "writes": writes})
 	b.Logf("%d node changes in %s caused %v ConfigMap writes (%.1f per second of churn)",
 		len(nodes.Items), burst, writes, writes/burst.Seconds())
 }

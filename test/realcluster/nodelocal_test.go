@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,16 +92,28 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 	for _, n := range kc.Nodes {
 		before = append(before, startPausePod(t, "dns-before-"+n.Name, n.Name))
 	}
+	out, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns", "--dry-run")
+	for _, want := range []string{`\[node-local-dns\] would: created .*DaemonSet kube-system/node-local-dns`,
+		"switched the kubelet clusterDNS of master-1, worker-1 to " + regexp.QuoteMeta(local),
+		`(?m)^\+\s*- ` + regexp.QuoteMeta(local) + `$`} {
+		if err != nil || !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("install --node-local-dns --dry-run does not say %s (%v):\n%s", want, err, out)
+		}
+	}
 	probe := startProbe("", probeName, "", askers(before))
 	started := time.Now()
-	_, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns")
+	_, err = runSync(t, "install", "--control-plane-jobs", "--node-local-dns")
 	probe.finish(t, "install --node-local-dns, asked from pods made before")
 	if err != nil {
 		t.Fatalf("install --node-local-dns: %v", err)
 	}
 	t.Logf("install --node-local-dns took %s", time.Since(started).Round(100*time.Millisecond))
 
-	out, err := runSync(t, "status")
+	out, err = runSync(t, "install", "--control-plane-jobs", "--node-local-dns")
+	if err != nil || !strings.Contains(out, "[node-local-dns] already applied") {
+		t.Errorf("a second install --node-local-dns: want the step already applied (%v):\n%s", err, out)
+	}
+	out, err = runSync(t, "status")
 	for _, n := range kc.Nodes {
 		if want := n.Name + ": cache Ready; kubelet clusterDNS " + local; err != nil || !strings.Contains(out, want) {
 			t.Errorf("status does not say %q (%v):\n%s", want, err, out)

@@ -1,0 +1,131 @@
+package nodelocal
+
+import (
+	"net"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// inNewNetns runs f on a locked thread in a network namespace of its own
+// (root only), so the node's own addresses and tables are never touched.
+func inNewNetns(t *testing.T, f func()) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a network namespace")
+	}
+	runtime.LockOSThread()
+	origin, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := netns.Set(origin); err != nil {
+			t.Fatalf("back to the original network namespace: %v", err)
+		}
+		// Only a thread back in its own namespace may run other goroutines.
+		runtime.UnlockOSThread()
+		ns.Close()
+		origin.Close()
+	}()
+	f()
+}
+
+// TestAddressAndNotrack: in a fresh network namespace, the address goes on
+// lo with host scope (and an earlier global one is replaced), is never the
+// source the node picks for a Service CIDR routed through an interface
+// without an address, and setup and its undo are idempotent.
+func TestAddressAndNotrack(t *testing.T) {
+	inNewNetns(t, func() {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetUp(lo); err != nil {
+			t.Fatal(err)
+		}
+		// A Service CIDR routed through lo, which has no address of its
+		// own in that range: the case the source selection gets wrong.
+		_, svc, _ := net.ParseCIDR("10.96.0.0/12")
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: svc}); err != nil {
+			t.Fatal(err)
+		}
+		// An earlier version's global address first.
+		global := &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(Address.AsSlice()), Mask: net.CIDRMask(32, 32)}}
+		if err := netlink.AddrAdd(lo, global); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []bool{true, false} {
+			added, err := EnsureAddress("lo", Address)
+			if err != nil || added != want {
+				t.Fatalf("EnsureAddress #%d: added %v, %v; want added %v", i+1, added, err, want)
+			}
+		}
+		addrs, err := netlink.AddrList(lo, netlink.FAMILY_V4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, a := range addrs {
+			if a.IP.Equal(net.IP(Address.AsSlice())) {
+				found++
+				if a.Scope != int(netlink.SCOPE_HOST) {
+					t.Errorf("%s has scope %d, want host", a.IPNet, a.Scope)
+				}
+			}
+		}
+		if found != 1 {
+			t.Errorf("%s on lo %d times, want once", Address, found)
+		}
+		routes, err := netlink.RouteGet(net.ParseIP("10.96.0.1"))
+		for _, r := range routes {
+			if r.Src.Equal(net.IP(Address.AsSlice())) {
+				t.Errorf("the node picks %s as the source towards 10.96.0.1", Address)
+			}
+		}
+		t.Logf("route to 10.96.0.1: %v (%v)", routes, err)
+
+		for i := range 2 {
+			if err := EnsureNotrack(Address); err != nil {
+				t.Fatalf("EnsureNotrack #%d: %v", i+1, err)
+			}
+		}
+		c, err := nftables.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules := 0
+		for _, ch := range chains {
+			if ch.Table.Name == notrackTable {
+				r, err := c.GetRules(ch.Table, ch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rules += len(r)
+			}
+		}
+		if rules != 3 {
+			t.Errorf("table %s has %d rules after two EnsureNotrack, want 3 (daddr in prerouting and output, saddr in output)", notrackTable, rules)
+		}
+		for i, want := range []bool{true, false} {
+			if removed, err := RemoveNotrack(Address); err != nil || removed != want {
+				t.Errorf("RemoveNotrack #%d: removed %v, %v; want %v", i+1, removed, err, want)
+			}
+			if removed, err := RemoveAddress("lo", Address); err != nil || removed != want {
+				t.Errorf("RemoveAddress #%d: removed %v, %v; want %v", i+1, removed, err, want)
+			}
+		}
+	})
+}
