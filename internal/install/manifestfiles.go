@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/renameio/v2"
 	"github.com/pmezard/go-difflib/difflib"
 )
 
@@ -139,29 +140,10 @@ func checkOutside(manifestsDir, backupDir string) error {
 }
 
 // writeAtomic writes data to a temp file in tmpDir, syncs it and renames it
-// to path (tmpDir must be on the same filesystem as path).
+// to path (tmpDir must be on the same filesystem as path); the file gets
+// mode (or keeps the mode of the file it replaces).
 func writeAtomic(tmpDir, path string, data []byte, mode fs.FileMode) error {
-	f, err := os.CreateTemp(tmpDir, ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // no-op after the rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return renameio.WriteFile(path, data, mode, renameio.WithTempDir(tmpDir), renameio.WithStaticPermissions(mode))
 }
 
 // unifiedDiff renders the change of one file for --dry-run.
