@@ -2,8 +2,6 @@ package install
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -66,8 +64,6 @@ func controlPlaneNodes(ctx context.Context, env *Env) ([]string, error) {
 // manifestJob runs `patch-manifests` (or its revert) on one node with the
 // host's /etc/kubernetes mounted.
 func manifestJob(node, action, image string, o Options) *batchv1.Job {
-	sum := sha256.Sum256([]byte(node))
-	name := fmt.Sprintf("yurtdns-%s-manifests-%s", action, hex.EncodeToString(sum[:])[:10])
 	// The Job waits for its node's kubelet to run each manifest, reading the
 	// mirror pods with the node's admin kubeconfig (it has the host's
 	// /etc/kubernetes anyway), and rolls back a patch that does not come up.
@@ -81,47 +77,9 @@ func manifestJob(node, action, image string, o Options) *batchv1.Job {
 			args = append(args, "--test-only-extra-flag", c+"="+o.TestOnlyExtraFlags[c])
 		}
 	}
-	// No retry inside the Job: a failure is reported at once, and
-	// patch-manifests is idempotent, so running install (or revert) again
-	// is the retry.
-	backoff := int32(0)
-	root := int64(0)
-	hostPathType := corev1.HostPathDirectory
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tunnelnodes.Namespace,
-			Labels: map[string]string{jobLabel: action, ManagedByLabel: "yurtdns"}},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: &backoff,
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: action}},
-				Spec: corev1.PodSpec{
-					NodeName:          node,
-					RestartPolicy:     corev1.RestartPolicyNever,
-					PriorityClassName: "system-node-critical",
-					Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-					Containers: []corev1.Container{{
-						Name:  "patch-manifests",
-						Image: image,
-						Args:  args,
-						// The end of its output becomes the failure's message, so
-						// install can say what failed (which component, restored or not).
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext: &corev1.SecurityContext{
-							// The manifests belong to root; nothing else is needed.
-							RunAsUser:                &root,
-							AllowPrivilegeEscalation: new(false),
-							ReadOnlyRootFilesystem:   new(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-							SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "kubernetes", MountPath: jobMount}},
-					}},
-					Volumes: []corev1.Volume{{Name: "kubernetes", VolumeSource: corev1.VolumeSource{
-						HostPath: &corev1.HostPathVolumeSource{Path: hostKubernetesDir, Type: &hostPathType}}}},
-				},
-			},
-		},
-	}
+	// The manifests belong to root; nothing else is needed.
+	return hostJob{name: fmt.Sprintf("yurtdns-%s-manifests-%s", action, nodeHash(node)), node: node, action: action,
+		container: "patch-manifests", image: image, args: args, hostDir: hostKubernetesDir, mount: jobMount}.job()
 }
 
 // runManifestJobs creates a Job per control-plane node and waits for all

@@ -2,13 +2,10 @@ package install
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
-	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -60,56 +57,16 @@ func kubeletRecordKey(node string) string { return "kubelet " + node }
 // root (the kubelet's files are root's; nftables), with only what the
 // action needs.
 func kubeletJob(node string, a nodeLocalAction, image string, o Options) *batchv1.Job {
-	sum := sha256.Sum256([]byte(node))
-	name := fmt.Sprintf("yurtdns-%s-%s", a.name, hex.EncodeToString(sum[:])[:10])
-	backoff := int32(0)
-	root := int64(0)
-	args := []string{"node-local-dns", a.name, "--address", nodelocal.Address.String(), "--interface", "lo", "--timeout", o.Timeout.String()}
-	caps := []corev1.Capability{"NET_ADMIN"}
-	var mounts []corev1.VolumeMount
-	var volumes []corev1.Volume
+	h := hostJob{name: fmt.Sprintf("yurtdns-%s-%s", a.name, nodeHash(node)), node: node, action: a.name, container: a.name, image: image,
+		args:        []string{"node-local-dns", a.name, "--address", nodelocal.Address.String(), "--interface", "lo", "--timeout", o.Timeout.String()},
+		add:         []corev1.Capability{"NET_ADMIN"},
+		hostNetwork: true}
 	if a.kubelet {
-		args = append(args, "--kubelet-dir", kubeletMount)
-		caps = []corev1.Capability{"KILL", "SYS_PTRACE"}
-		dir := corev1.HostPathDirectory
-		mounts = []corev1.VolumeMount{{Name: "kubelet", MountPath: kubeletMount}}
-		volumes = []corev1.Volume{{Name: "kubelet", VolumeSource: corev1.VolumeSource{
-			HostPath: &corev1.HostPathVolumeSource{Path: hostKubeletDir, Type: &dir}}}}
+		h.args = append(h.args, "--kubelet-dir", kubeletMount)
+		h.add = []corev1.Capability{"KILL", "SYS_PTRACE"}
+		h.hostPID, h.hostDir, h.mount = true, hostKubeletDir, kubeletMount
 	}
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tunnelnodes.Namespace,
-			Labels: map[string]string{jobLabel: a.name, ManagedByLabel: "yurtdns"}},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: &backoff,
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: a.name}},
-				Spec: corev1.PodSpec{
-					NodeName:          node,
-					RestartPolicy:     corev1.RestartPolicyNever,
-					PriorityClassName: "system-node-critical",
-					HostNetwork:       true,
-					HostPID:           a.kubelet,
-					DNSPolicy:         corev1.DNSDefault,
-					Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-					Containers: []corev1.Container{{
-						Name:                     a.name,
-						Image:                    image,
-						Args:                     args,
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext: &corev1.SecurityContext{
-							RunAsUser:                &root,
-							AllowPrivilegeEscalation: new(false),
-							ReadOnlyRootFilesystem:   new(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps},
-							SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-						},
-						VolumeMounts: mounts,
-					}},
-					Volumes: volumes,
-				},
-			},
-		},
-	}
+	return h.job()
 }
 
 // runKubeletJob runs one node's Job to completion and deletes it; a Job

@@ -2,8 +2,6 @@ package install
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"strconv"
@@ -93,7 +91,6 @@ func apiserverDNS(ctx context.Context, env *Env, node string) (corev1.DNSPolicy,
 
 // verifyJob runs the check on node, in kube-apiserver's network and DNS view.
 func verifyJob(node, image, edgeSelector, profile string, policy corev1.DNSPolicy, dnsConfig *corev1.PodDNSConfig, timeout time.Duration) *batchv1.Job {
-	sum := sha256.Sum256([]byte(node))
 	backoff := int32(0) // a failure is reported, not retried
 	deadline := int64(timeout.Seconds())
 	ttl := int32(600) // cleans up after a status that was killed
@@ -114,7 +111,7 @@ func verifyJob(node, image, edgeSelector, profile string, policy corev1.DNSPolic
 	hardenPod(&spec)
 	hardenContainer(&spec.Containers[0])
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "yurtdns-verify-dns-" + hex.EncodeToString(sum[:])[:10], Namespace: tunnelnodes.Namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: "yurtdns-verify-dns-" + nodeHash(node), Namespace: tunnelnodes.Namespace,
 			Labels: map[string]string{jobLabel: "verify-dns", ManagedByLabel: "yurtdns"}},
 		Spec: batchv1.JobSpec{BackoffLimit: &backoff, ActiveDeadlineSeconds: &deadline, TTLSecondsAfterFinished: &ttl,
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{jobLabel: "verify-dns"}}, Spec: spec}},
