@@ -46,11 +46,11 @@ func newNodeLocalDNSCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s on %s: %s\n", a, link, map[bool]string{true: "added", false: "already there"}[added])
+			fmt.Fprintf(cmd.OutOrStdout(), "%s on %s: %s\n", a, link, outcome(added, "added", "already there"))
 			if err := nodelocal.EnsureNotrack(a); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "traffic to and from %s: not tracked (nftables table yurtdns-node-local)\n", a)
+			fmt.Fprintf(cmd.OutOrStdout(), "traffic to and from %s: not tracked (nftables table %s)\n", a, nodelocal.NotrackTable)
 			return nil
 		},
 	}, &cobra.Command{
@@ -109,13 +109,21 @@ func newNodeLocalDNSCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "%s on %s: %s\n", a, link, map[bool]string{true: "removed", false: "not there"}[removed])
+			fmt.Fprintf(out, "%s on %s: %s\n", a, link, outcome(removed, "removed", "not there"))
 			if removed, err = nodelocal.RemoveNotrack(a); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "nftables table yurtdns-node-local: %s\n", map[bool]string{true: "removed", false: "not there"}[removed])
+			fmt.Fprintf(out, "nftables table %s: %s\n", nodelocal.NotrackTable, outcome(removed, "removed", "not there"))
 			return nil
 		},
 	})
 	return cmd
+}
+
+// outcome says whether an idempotent action changed anything.
+func outcome(changed bool, did, already string) string {
+	if changed {
+		return did
+	}
+	return already
 }

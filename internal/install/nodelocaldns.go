@@ -292,14 +292,10 @@ func restoreNodes(ctx context.Context, env *Env, ss *stepState) ([]string, error
 		if !nodeReady(node) {
 			return nil, fmt.Errorf("node %s is NotReady: its kubelet still gives pods %s, so its cache stays; run revert again when the node is back", n, nodelocal.Address)
 		}
-		image := rec.Image
-		if env.Options.SyncImage != "" {
-			image = env.Options.SyncImage
-		}
 		if err := waitSwitchJobGone(ctx, env, ss, n, rec.Image); err != nil {
 			return nil, err
 		}
-		if err := runKubeletJob(ctx, env, ss, n, restoreKubelet, image); err != nil {
+		if err := runKubeletJob(ctx, env, ss, n, restoreKubelet, rec.jobImage(env.Options)); err != nil {
 			return nil, err
 		}
 		rec.Until = &metav1.Time{Time: time.Now()}
@@ -361,11 +357,7 @@ func teardownNodes(ctx context.Context, env *Env, ss *stepState) ([]string, erro
 			notReady = append(notReady, n)
 			continue
 		default:
-			image := rec.Image
-			if env.Options.SyncImage != "" {
-				image = env.Options.SyncImage
-			}
-			if err := runKubeletJob(ctx, env, ss, n, teardownNode, image); err != nil {
+			if err := runKubeletJob(ctx, env, ss, n, teardownNode, rec.jobImage(env.Options)); err != nil {
 				return nil, err
 			}
 			torn = append(torn, n)

@@ -170,7 +170,7 @@ func ProfileStepNames(name string) []string {
 }
 
 // OptInSteps describes the steps every profile runs last when asked to.
-const OptInSteps = "node-local-dns (with --node-local-dns)"
+const OptInSteps = nodeLocalDNS + " (with --node-local-dns)"
 
 // checkProfile refuses to revert or report a state that install wrote under
 // another profile: its steps would be skipped as "not applied".

@@ -108,7 +108,7 @@ func TestAddressAndNotrack(t *testing.T) {
 		}
 		rules := 0
 		for _, ch := range chains {
-			if ch.Table.Name == notrackTable {
+			if ch.Table.Name == NotrackTable {
 				r, err := c.GetRules(ch.Table, ch)
 				if err != nil {
 					t.Fatal(err)
@@ -117,7 +117,7 @@ func TestAddressAndNotrack(t *testing.T) {
 			}
 		}
 		if rules != 3 {
-			t.Errorf("table %s has %d rules after two EnsureNotrack, want 3 (daddr in prerouting and output, saddr in output)", notrackTable, rules)
+			t.Errorf("table %s has %d rules after two EnsureNotrack, want 3 (daddr in prerouting and output, saddr in output)", NotrackTable, rules)
 		}
 		for i, want := range []bool{true, false} {
 			if removed, err := RemoveNotrack(Address); err != nil || removed != want {

@@ -8,11 +8,11 @@ import (
 	"github.com/google/nftables/expr"
 )
 
-// notrackTable is the nftables table that keeps the node-local cache's
+// NotrackTable is the nftables table that keeps the node-local cache's
 // traffic out of conntrack, as upstream NodeLocal DNSCache's NOTRACK rules
 // do: no conntrack entry per query (no table to fill, no UDP race), and
 // nothing for kube-proxy's DNAT to touch.
-const notrackTable = "yurtdns-node-local"
+const NotrackTable = "yurtdns-node-local"
 
 // EnsureNotrack (re)writes the table, in one transaction: packets to addr
 // (queries from pods and from the node) and from addr (the answers) are
@@ -26,9 +26,9 @@ func EnsureNotrack(addr netip.Addr) error {
 	if exists, err := hasTable(c, family); err != nil {
 		return err
 	} else if exists {
-		c.DelTable(&nftables.Table{Family: family, Name: notrackTable})
+		c.DelTable(&nftables.Table{Family: family, Name: NotrackTable})
 	}
-	t := c.AddTable(&nftables.Table{Family: family, Name: notrackTable})
+	t := c.AddTable(&nftables.Table{Family: family, Name: NotrackTable})
 	match := func(offset uint32) []expr.Any {
 		return []expr.Any{
 			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: uint32(len(addr.AsSlice()))},
@@ -45,7 +45,7 @@ func EnsureNotrack(addr netip.Addr) error {
 		}
 	}
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("writing nftables table %s: %w", notrackTable, err)
+		return fmt.Errorf("writing nftables table %s: %w", NotrackTable, err)
 	}
 	return nil
 }
@@ -60,9 +60,9 @@ func RemoveNotrack(addr netip.Addr) (removed bool, err error) {
 	if exists, err := hasTable(c, family); err != nil || !exists {
 		return false, err
 	}
-	c.DelTable(&nftables.Table{Family: family, Name: notrackTable})
+	c.DelTable(&nftables.Table{Family: family, Name: NotrackTable})
 	if err := c.Flush(); err != nil {
-		return false, fmt.Errorf("deleting nftables table %s: %w", notrackTable, err)
+		return false, fmt.Errorf("deleting nftables table %s: %w", NotrackTable, err)
 	}
 	return true, nil
 }
@@ -82,7 +82,7 @@ func hasTable(c *nftables.Conn, family nftables.TableFamily) (bool, error) {
 		return false, fmt.Errorf("listing nftables tables: %w", err)
 	}
 	for _, t := range tables {
-		if t.Name == notrackTable {
+		if t.Name == NotrackTable {
 			return true, nil
 		}
 	}
