@@ -307,8 +307,8 @@ func restoreNodes(ctx context.Context, env *Env, ss *stepState) ([]string, error
 }
 
 // recordCacheNodes records, before the DaemonSet goes, every node one of
-// its pods ran on (their init containers put the address there), switched
-// or not, and returns those pods.
+// its pods started on (their init containers put the address there),
+// switched or not, and returns the pods.
 func recordCacheNodes(ctx context.Context, env *Env, ss *stepState) ([]corev1.Pod, error) {
 	pods := &corev1.PodList{}
 	if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{nodeLocalPodLabel: nodeLocalPodLabelV}); err != nil {
@@ -322,11 +322,23 @@ func recordCacheNodes(ctx context.Context, env *Env, ss *stepState) ([]corev1.Po
 		return nil, err
 	}
 	for _, p := range pods.Items {
-		if k := kubeletRecordKey(p.Spec.NodeName); p.Spec.NodeName != "" && ss.Records[k].Kubelet == nil {
+		if k := kubeletRecordKey(p.Spec.NodeName); setupStarted(&p) && ss.Records[k].Kubelet == nil {
 			ss.Records[k] = record{Kubelet: &kubeletRecord{Node: p.Spec.NodeName, Image: image}}
 		}
 	}
 	return pods.Items, ss.persist(ctx)
+}
+
+// setupStarted: a kubelet started the pod's setup init container, which may
+// have put the address on its node. A pod bound to a node whose kubelet
+// never ran it (an edge node offline since) left nothing to tear down.
+func setupStarted(p *corev1.Pod) bool {
+	for _, c := range p.Status.InitContainerStatuses {
+		if c.State.Running != nil || c.State.Terminated != nil || c.LastTerminationState.Terminated != nil {
+			return p.Spec.NodeName != ""
+		}
+	}
+	return false
 }
 
 // teardownNodes undoes the caches' setup on every recorded node once the

@@ -103,3 +103,31 @@ func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 		}
 	}
 }
+
+// Revert tears down a node's address only where a kubelet started the
+// cache pod's setup.
+func TestSetupStarted(t *testing.T) {
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	done := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
+	waiting := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+	for _, tc := range []struct {
+		name    string
+		node    string
+		init    []corev1.ContainerStatus
+		started bool
+	}{
+		{"bound, never started by its kubelet", "edge-1", nil, false},
+		{"not bound yet", "", nil, false},
+		{"setup waiting", "edge-1", []corev1.ContainerStatus{{Name: "setup", State: waiting}}, false},
+		{"setup running", "edge-1", []corev1.ContainerStatus{{Name: "setup", State: running}}, true},
+		{"setup done", "edge-1", []corev1.ContainerStatus{{Name: "setup", State: done}}, true},
+		{"setup waiting after a run", "edge-1", []corev1.ContainerStatus{{Name: "setup", State: waiting, LastTerminationState: done}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &corev1.Pod{Spec: corev1.PodSpec{NodeName: tc.node}, Status: corev1.PodStatus{InitContainerStatuses: tc.init}}
+			if got := setupStarted(p); got != tc.started {
+				t.Errorf("setupStarted = %v, want %v", got, tc.started)
+			}
+		})
+	}
+}
