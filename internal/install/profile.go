@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -41,7 +40,7 @@ type profile struct {
 	// whether an object of kube-system exists).
 	check func(exists func(client.Object, string) (bool, error), out io.Writer) error
 	// rules are the layout's rules for the cluster as it is now.
-	rules func(ctx context.Context, env *Env, edge labels.Selector, tunnelIP netip.Addr) (tunnelnodes.Rules, error)
+	rules func(ctx context.Context, env *Env, tunnelIP netip.Addr) (tunnelnodes.Rules, error)
 	// proxiesCloudNodes: the rules map cloud nodes to the tunnel too
 	// (--verify-dns calls them "proxy", not "edge").
 	proxiesCloudNodes bool
@@ -73,8 +72,8 @@ var profiles = []profile{
 			}
 			return err
 		},
-		rules: func(_ context.Context, _ *Env, edge labels.Selector, tunnelIP netip.Addr) (tunnelnodes.Rules, error) {
-			return tunnelnodes.YurtTunnelRules(edge, tunnelIP), nil
+		rules: func(_ context.Context, _ *Env, tunnelIP netip.Addr) (tunnelnodes.Rules, error) {
+			return tunnelnodes.YurtTunnelRules(tunnelIP), nil
 		},
 	},
 	{
@@ -100,7 +99,7 @@ var profiles = []profile{
 			}
 			return nil
 		},
-		rules: func(ctx context.Context, env *Env, _ labels.Selector, tunnelIP netip.Addr) (tunnelnodes.Rules, error) {
+		rules: func(ctx context.Context, env *Env, tunnelIP netip.Addr) (tunnelnodes.Rules, error) {
 			cfg := &corev1.ConfigMap{}
 			if err := env.Client.Get(ctx, key(tunnelnodes.RavenGlobalConfigName), cfg); client.IgnoreNotFound(err) != nil {
 				return nil, err
@@ -203,7 +202,7 @@ func preflight(ctx context.Context, env *Env, p profile, out io.Writer) error {
 
 // profileRules are the profile's rules for the cluster as it is now, for
 // --verify-dns.
-func profileRules(ctx context.Context, env *Env, p profile, edge labels.Selector) (tunnelnodes.Rules, error) {
+func profileRules(ctx context.Context, env *Env, p profile) (tunnelnodes.Rules, error) {
 	svc := &corev1.Service{}
 	if err := env.Client.Get(ctx, key(p.sync.Service), svc); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -211,7 +210,7 @@ func profileRules(ctx context.Context, env *Env, p profile, edge labels.Selector
 		}
 		svc = nil
 	}
-	return p.rules(ctx, env, edge, tunnelnodes.TunnelClusterIP(svc))
+	return p.rules(ctx, env, tunnelnodes.TunnelClusterIP(svc))
 }
 
 // reads are what the profile's rules get: the tunnel Service and, if the

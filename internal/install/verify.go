@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -62,7 +64,7 @@ func verifyNodeNames(ctx context.Context, env *Env, edge labels.Selector, out io
 	if err != nil {
 		return 0, err
 	}
-	rules, err := profileRules(ctx, env, p, edge)
+	rules, err := profileRules(ctx, env, p)
 	if err != nil {
 		return 0, err
 	}
@@ -71,8 +73,8 @@ func verifyNodeNames(ctx context.Context, env *Env, edge labels.Selector, out io
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}
 	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		want, tunneled, reason := rules(n)
+		n := tunnelnodes.NodeOf(&nodes.Items[i], edge)
+		want, tunneled, reason := rules(&n)
 		kind := "cloud"
 		switch {
 		case tunneled && p.proxiesCloudNodes:

@@ -29,9 +29,9 @@ func RavenProxyEnabled(data map[string]string) bool {
 // parses, else the last ExternalIP that parses (its loop keeps overwriting
 // the ExternalIP it found). Matching it byte for byte keeps both writers of
 // the records in agreement.
-func RavenNodeAddress(n *corev1.Node) (addr netip.Addr, reason string) {
+func RavenNodeAddress(n *Node) (addr netip.Addr, reason string) {
 	var external netip.Addr
-	for _, a := range n.Status.Addresses {
+	for _, a := range n.Addresses {
 		// net.ParseIP, as upstream parses: no zones, IPv4-mapped written as IPv4.
 		ip := net.ParseIP(a.Address)
 		if ip == nil {
@@ -56,9 +56,9 @@ func RavenNodeAddress(n *corev1.Node) (addr netip.Addr, reason string) {
 // every node maps to RavenNodeAddress.
 func RavenRules(proxyEnabled bool, proxyIP netip.Addr) Rules {
 	if proxyEnabled && proxyIP.IsValid() {
-		return func(*corev1.Node) (netip.Addr, bool, string) { return proxyIP, true, "" }
+		return func(*Node) (netip.Addr, bool, string) { return proxyIP, true, "" }
 	}
-	return func(n *corev1.Node) (netip.Addr, bool, string) {
+	return func(n *Node) (netip.Addr, bool, string) {
 		addr, reason := RavenNodeAddress(n)
 		return addr, false, reason
 	}

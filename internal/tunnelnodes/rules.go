@@ -4,18 +4,17 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // NodeAddress is the address a node's name must resolve to: the tunnel
-// ClusterIP for an edge node (selected by edge), else the node's first
-// InternalIP, else its first ExternalIP. reason says why there is none.
-func NodeAddress(n *corev1.Node, edge labels.Selector, tunnelIP netip.Addr) (addr netip.Addr, isEdge bool, reason string) {
-	if edge.Matches(labels.Set(n.Labels)) {
+// ClusterIP for an edge node, else the node's first InternalIP, else its
+// first ExternalIP. reason says why there is none.
+func NodeAddress(n *Node, tunnelIP netip.Addr) (addr netip.Addr, isEdge bool, reason string) {
+	if n.Edge {
 		return tunnelIP, true, ""
 	}
 	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
-		for _, a := range n.Status.Addresses {
+		for _, a := range n.Addresses {
 			if a.Type != t {
 				continue
 			}
@@ -45,10 +44,10 @@ func TunnelClusterIP(svc *corev1.Service) netip.Addr {
 // Rules is how a profile maps a node to the address its name resolves to:
 // tunneled when that is the tunnel (or proxy) ClusterIP; reason says why a
 // node has no address.
-type Rules func(n *corev1.Node) (addr netip.Addr, tunneled bool, reason string)
+type Rules func(n *Node) (addr netip.Addr, tunneled bool, reason string)
 
-// YurtTunnelRules are yurt-tunnel's: edge nodes (selected by edge) map to
-// tunnelIP, the others to their own address (NodeAddress).
-func YurtTunnelRules(edge labels.Selector, tunnelIP netip.Addr) Rules {
-	return func(n *corev1.Node) (netip.Addr, bool, string) { return NodeAddress(n, edge, tunnelIP) }
+// YurtTunnelRules are yurt-tunnel's: edge nodes map to tunnelIP, the others
+// to their own address (NodeAddress).
+func YurtTunnelRules(tunnelIP netip.Addr) Rules {
+	return func(n *Node) (netip.Addr, bool, string) { return NodeAddress(n, tunnelIP) }
 }

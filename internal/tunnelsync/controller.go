@@ -2,8 +2,6 @@ package tunnelsync
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,22 +24,31 @@ const ControllerName = "tunnel-nodes-sync"
 // NewReconciler is the sync of cfg, reading from mgr's cache and writing
 // through its client.
 func NewReconciler(mgr manager.Manager, cfg Config) *Reconciler {
-	return &Reconciler{
+	r := &Reconciler{
 		cfg:       cfg,
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder(ControllerName),
 	}
+	r.nodes = newNodeStore(cfg.EdgeNodeSelector, debouncedAdd(cfg.Debounce, &r.trigger))
+	return r
 }
 
 // SetupWithManager wires the controller: every change of a node's labels or
 // addresses, of the tunnel Service, of the records ConfigMap, of the server
 // config and of Raven's config enqueues the one sync key, debounced.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	nodes, err := newNodeInformer(mgr.GetConfig(), r.nodes)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(nodes); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
-		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, debounced[*corev1.Node](r.cfg.Debounce, &r.trigger), nodeRecordChanged())).
+		WatchesRawSource(r.nodes).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, debounced[*corev1.Service](r.cfg.Debounce, &r.trigger), notOwnWrite[*corev1.Service](&r.own))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r.cfg.Debounce, &r.trigger), notOwnWrite[*corev1.ConfigMap](&r.own)))
 	for _, c := range []struct {
@@ -73,18 +80,6 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	return b.Complete(r)
 }
 
-// nodeRecordChanged passes a node update only when what the records are
-// made of changed: kubelet status updates come often; only labels and
-// addresses matter.
-func nodeRecordChanged() predicate.TypedPredicate[*corev1.Node] {
-	return predicate.TypedFuncs[*corev1.Node]{
-		UpdateFunc: func(e event.TypedUpdateEvent[*corev1.Node]) bool {
-			return !maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels) ||
-				!slices.Equal(e.ObjectOld.Status.Addresses, e.ObjectNew.Status.Addresses)
-		},
-	}
-}
-
 // notOwnWrite drops the watch event that echoes the sync's own write (see
 // ownWrites); a deletion always passes.
 func notOwnWrite[T client.Object](own *ownWrites) predicate.TypedPredicate[T] {
@@ -94,13 +89,9 @@ func notOwnWrite[T client.Object](own *ownWrites) predicate.TypedPredicate[T] {
 	}
 }
 
-// debounced enqueues the single sync key: at once when no sync started
-// within the last delay (a lone node change is written without waiting),
-// else when delay has passed since the last one started, so changes in a
-// burst are written together, at most one sync per delay (as kube-proxy's
-// min-sync-period). The queue keeps the earliest time for a waiting key.
-func debounced[T client.Object](delay time.Duration, trigger *triggerClock) handler.TypedFuncs[T, reconcile.Request] {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// debouncedAdd enqueues the single sync key as debounced says.
+func debouncedAdd(delay time.Duration, trigger *triggerClock) func(workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	return func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		now := time.Now()
 		trigger.mark(now)
 		if wait := trigger.sinceLastSync(now, delay); wait > 0 {
@@ -109,6 +100,15 @@ func debounced[T client.Object](delay time.Duration, trigger *triggerClock) hand
 		}
 		q.Add(syncRequest)
 	}
+}
+
+// debounced enqueues the single sync key: at once when no sync started
+// within the last delay (a lone node change is written without waiting),
+// else when delay has passed since the last one started, so changes in a
+// burst are written together, at most one sync per delay (as kube-proxy's
+// min-sync-period). The queue keeps the earliest time for a waiting key.
+func debounced[T client.Object](delay time.Duration, trigger *triggerClock) handler.TypedFuncs[T, reconcile.Request] {
+	add := debouncedAdd(delay, trigger)
 	return handler.TypedFuncs[T, reconcile.Request]{
 		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q)

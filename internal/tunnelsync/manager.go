@@ -11,7 +11,6 @@ import (
 	"github.com/yurtdns/yurtdns/internal/version"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
@@ -71,10 +70,10 @@ func (o ManagerOptions) Validate() error {
 func UserAgent() string { return "tunnel-nodes-sync/" + version.Version }
 
 // NewManager builds the controller-runtime manager with caches limited to
-// what the sync reads: Nodes stripped to name, labels and addresses, the one
-// Service and the one records ConfigMap, each field-selected by name, and
-// the shards, label-selected in their namespace; and sets
-// the sync controller up in it.
+// what the sync reads: the one Service and the one records ConfigMap, each
+// field-selected by name, and the shards, label-selected in their
+// namespace; and sets the sync controller up in it, with its own store of
+// what the records need of each Node (nodes.go).
 func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manager.Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -97,7 +96,6 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Node{}:      {Transform: stripNode},
 				&corev1.Service{}:   {Namespaces: inNamespace, Field: byName(cfg.Service)},
 				&corev1.ConfigMap{}: {Namespaces: configMaps},
 			},
@@ -119,10 +117,11 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
-	if err := mgr.AddReadyzCheck("caches", func(_ *http.Request) error { return cachesSynced(mgr) }); err != nil {
+	r := NewReconciler(mgr, cfg)
+	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	if err := NewReconciler(mgr, cfg).SetupWithManager(mgr); err != nil {
+	if err := mgr.AddReadyzCheck("caches", func(_ *http.Request) error { return cachesSynced(mgr, r.nodes) }); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -130,20 +129,11 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 
 func byName(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
 
-// stripNode keeps only what the records need, so 100k nodes cost little memory.
-func stripNode(obj any) (any, error) {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return obj, nil // a tombstone
-	}
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
-		Status:     corev1.NodeStatus{Addresses: n.Status.Addresses},
-	}, nil
-}
-
 // cachesSynced is the readiness check: the informers have their first lists.
-func cachesSynced(mgr manager.Manager) error {
+func cachesSynced(mgr manager.Manager, nodes *nodeStore) error {
+	if !nodes.HasSynced() {
+		return errNotSynced
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {

@@ -70,7 +70,7 @@ func TestRavenRecordsGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rules := tunnelnodes.RavenRules(tunnelnodes.RavenProxyEnabled(tc.cfg), tc.proxyIP)
-			entries, counts, _ := desiredRecords(nodes, rules)
+			entries, counts, _ := recordsOf(t, nodes, rules)
 			text := tunnelnodes.RenderHosts(entries)
 			if text != tc.want {
 				t.Errorf("records text:\n%q\nwant (upstream's):\n%q", text, tc.want)

@@ -28,8 +28,10 @@ var syncRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "
 // what is stored, and writes only the difference, with optimistic concurrency.
 type Reconciler struct {
 	cfg Config
-	// client reads from the manager's cache (nodes, the Service, the records
-	// ConfigMap) and writes to the API.
+	// nodes are what the records need of every Node.
+	nodes *nodeStore
+	// client reads from the manager's cache (the Service, the records
+	// ConfigMap and shards) and writes to the API.
 	client client.Client
 	// apiReader reads the API directly, after a conflict showed the cache lags.
 	apiReader client.Reader
@@ -156,13 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		return reconcile.Result{}, err
 	}
 
-	// Read-only: no per-sync copy of every cached node.
-	var nodes corev1.NodeList
-	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-		errorsTotal.WithLabelValues("api").Inc()
-		return reconcile.Result{}, fmt.Errorf("listing nodes: %w", err)
-	}
-	entries, counts, skipped := desiredRecords(nodes.Items, rules)
+	entries, counts, skipped := desiredRecords(r.nodes.All(), r.nodes.Len(), rules)
 	recordsGauge.WithLabelValues("edge").Set(float64(counts.Edge))
 	recordsGauge.WithLabelValues("cloud").Set(float64(counts.Cloud))
 	recordsGauge.WithLabelValues("skipped").Set(float64(counts.Skipped))
@@ -226,7 +222,7 @@ func (r *Reconciler) rules(ctx context.Context, svc *corev1.Service) (rules tunn
 			"service", r.cfg.Namespace+"/"+r.cfg.Service)
 		return nil, "", false, nil
 	}
-	return tunnelnodes.YurtTunnelRules(r.cfg.EdgeNodeSelector, tunnelIP), clusterIPs, true, nil
+	return tunnelnodes.YurtTunnelRules(tunnelIP), clusterIPs, true, nil
 }
 
 // syncRecords writes the entries' text and the annotations into the single

@@ -23,13 +23,23 @@ import (
 )
 
 // yurtTunnelReconciler is the sync with yurt-tunnel's names, reading and
-// writing through c, without port sync.
-func yurtTunnelReconciler(c client.Client) *Reconciler {
+// writing through c, without port sync, with the nodes c has.
+func yurtTunnelReconciler(t testing.TB, c client.Client) *Reconciler {
 	return &Reconciler{
 		cfg: Config{Namespace: tunnelnodes.Namespace, ConfigMap: tunnelnodes.ConfigMapName, ConfigMapKey: tunnelnodes.ConfigMapKey,
 			Service: tunnelnodes.ServiceName, EdgeNodeSelector: labels.SelectorFromSet(labels.Set{tunnelnodes.EdgeNodeLabel: "true"})},
-		client: c, apiReader: c,
+		client: c, apiReader: c, nodes: nodesOf(t, c),
 	}
+}
+
+// nodesOf is a node store that listed the nodes c has.
+func nodesOf(t testing.TB, c client.Client) *nodeStore {
+	t.Helper()
+	var nodes corev1.NodeList
+	if err := c.List(context.Background(), &nodes); err != nil {
+		t.Fatal(err)
+	}
+	return storeOf(t, nodes.Items)
 }
 
 // TestReconcileAnnotatesTunnelClusterIPs: every write of the records
@@ -45,7 +55,7 @@ func TestReconcileAnnotatesTunnelClusterIPs(t *testing.T) {
 	}
 	edge := node("edge-1", true, internal("192.168.0.21"))
 	c := fake.NewClientBuilder().WithObjects(svc, &edge).Build()
-	r := yurtTunnelReconciler(c)
+	r := yurtTunnelReconciler(t, c)
 	key := types.NamespacedName{Namespace: tunnelnodes.Namespace, Name: tunnelnodes.ConfigMapName}
 	get := func() *corev1.ConfigMap {
 		t.Helper()
@@ -130,7 +140,7 @@ func newReconcileFixture(t *testing.T, funcs *interceptor.Funcs) *reconcileFixtu
 			Service: tunnelnodes.ServiceName, ServerConfig: tunnelnodes.ServerConfigName,
 			EdgeNodeSelector: labels.SelectorFromSet(labels.Set{tunnelnodes.EdgeNodeLabel: "true"}),
 			HTTPSTargetPort:  10263, HTTPTargetPort: 10264},
-		client: c, apiReader: c, serverConfig: c, recorder: events.NewFakeRecorder(10),
+		client: c, apiReader: c, serverConfig: c, recorder: events.NewFakeRecorder(10), nodes: nodesOf(t, c),
 	}}
 }
 
@@ -261,7 +271,7 @@ func TestOwnWriteEchoIsNoChange(t *testing.T) {
 	}
 	cloud := node("cloud-1", false, internal("192.168.0.21"))
 	c := fake.NewClientBuilder().WithObjects(svc, &cloud).Build()
-	r := yurtTunnelReconciler(c)
+	r := yurtTunnelReconciler(t, c)
 	if _, err := r.Reconcile(ctx, syncRequest); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,9 @@
 package tunnelsync
 
 import (
-	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"iter"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 )
 
 // recordCounts says how many nodes became which kind of record.
@@ -16,16 +16,15 @@ type skippedNode struct {
 	Name, Reason string
 }
 
-// desiredRecords computes the records of all nodes by the profile's rules,
-// one entry per node. A node without an address, or whose name or address
+// desiredRecords computes the records of all nodes (n of them) by the
+// profile's rules, one entry per node. A node without an address, or whose name or address
 // would break the hosts format, is skipped. Edge counts the nodes mapped to
 // the tunnel.
-func desiredRecords(nodes []corev1.Node, rules tunnelnodes.Rules) ([]tunnelnodes.HostEntry, recordCounts, []skippedNode) {
+func desiredRecords(nodes iter.Seq[*tunnelnodes.Node], n int, rules tunnelnodes.Rules) ([]tunnelnodes.HostEntry, recordCounts, []skippedNode) {
 	var counts recordCounts
 	var skipped []skippedNode
-	entries := make([]tunnelnodes.HostEntry, 0, len(nodes))
-	for i := range nodes {
-		n := &nodes[i]
+	entries := make([]tunnelnodes.HostEntry, 0, n)
+	for n := range nodes {
 		name, err := tunnelnodes.NormalizeName(n.Name)
 		if err != nil || name != n.Name {
 			skipped = append(skipped, skippedNode{n.Name, "name is not a lower-case DNS name"})

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 func node(name string, edge bool, addrs ...corev1.NodeAddress) corev1.Node {
@@ -27,6 +29,32 @@ func internal(ip string) corev1.NodeAddress {
 }
 func external(ip string) corev1.NodeAddress {
 	return corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip}
+}
+
+// recordsOf is desiredRecords of nodes as the node store keeps them.
+func recordsOf(t testing.TB, nodes []corev1.Node, rules tunnelnodes.Rules) ([]tunnelnodes.HostEntry, recordCounts, []skippedNode) {
+	t.Helper()
+	store := storeOf(t, nodes)
+	return desiredRecords(store.All(), store.Len(), rules)
+}
+
+// storeOf is a node store that listed nodes, edge nodes selected by
+// DefaultEdgeNodeSelector.
+func storeOf(t testing.TB, nodes []corev1.Node) *nodeStore {
+	t.Helper()
+	selector, err := labels.Parse(DefaultEdgeNodeSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := newNodeStore(selector, func(workqueue.TypedRateLimitingInterface[reconcile.Request]) {})
+	objs := make([]any, len(nodes))
+	for i := range nodes {
+		objs[i] = &nodes[i]
+	}
+	if err := store.Replace(objs, ""); err != nil {
+		t.Fatal(err)
+	}
+	return store
 }
 
 // TestDesiredRecordsGolden pins the exact ConfigMap text for a mixed cluster:
@@ -46,8 +74,7 @@ func TestDesiredRecordsGolden(t *testing.T) {
 		node("edge-false", false, internal("192.168.0.13")),
 	}
 	nodes[len(nodes)-1].Labels[tunnelnodes.EdgeNodeLabel] = "false"
-	selector, _ := labels.Parse(DefaultEdgeNodeSelector)
-	entries, counts, skipped := desiredRecords(nodes, tunnelnodes.YurtTunnelRules(selector, netip.MustParseAddr("10.96.0.9")))
+	entries, counts, skipped := recordsOf(t, nodes, tunnelnodes.YurtTunnelRules(netip.MustParseAddr("10.96.0.9")))
 	text := tunnelnodes.RenderHosts(entries)
 	golden := "10.96.0.9\tedge-10\n" +
 		"10.96.0.9\tedge-2\n" +

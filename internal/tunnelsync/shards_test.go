@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -41,7 +40,7 @@ func TestSyncShardsFinishesAnInterruptedReshard(t *testing.T) {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ // not a shard: kept
 			Namespace: tunnelnodes.ShardsNamespace, Name: "unrelated"}})
 	c := fake.NewClientBuilder().WithObjects(objs...).Build()
-	r := yurtTunnelReconciler(c)
+	r := yurtTunnelReconciler(t, c)
 	r.cfg.ShardsNamespace = tunnelnodes.ShardsNamespace
 
 	stored := func() (names []string, rvs map[string]string) {
@@ -81,9 +80,10 @@ func BenchmarkShardTexts(b *testing.B) {
 	for i := range nodes {
 		nodes[i] = node(fmt.Sprintf("edge-node-%06d", i), i%10 != 0, internal(fmt.Sprintf("10.1.%d.%d", i>>8, i&255)))
 	}
-	rules := tunnelnodes.YurtTunnelRules(labels.SelectorFromSet(labels.Set{tunnelnodes.EdgeNodeLabel: "true"}), netip.MustParseAddr("10.96.0.9"))
+	rules := tunnelnodes.YurtTunnelRules(netip.MustParseAddr("10.96.0.9"))
+	store := storeOf(b, nodes)
 	for b.Loop() {
-		entries, _, _ := desiredRecords(nodes, rules)
+		entries, _, _ := desiredRecords(store.All(), store.Len(), rules)
 		count := tunnelnodes.ShardCount(len(entries), 0)
 		groups := make([][]tunnelnodes.HostEntry, count)
 		for _, e := range entries {

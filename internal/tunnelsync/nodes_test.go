@@ -1,0 +1,147 @@
+package tunnelsync
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// TestNodeStoreChanges: only what the records are made of reaches the
+// controller: a kubelet's status update does not, a label or address change,
+// a new node and a deletion do; changes before the controller started are
+// enqueued when it does.
+func TestNodeStoreChanges(t *testing.T) {
+	selector, _ := labels.Parse(DefaultEdgeNodeSelector)
+	enqueued := 0
+	s := newNodeStore(selector, func(workqueue.TypedRateLimitingInterface[reconcile.Request]) { enqueued++ })
+	edge := node("edge-1", true, internal("10.0.0.1"), corev1.NodeAddress{Type: corev1.NodeHostName, Address: "edge-1"})
+	if err := s.Replace([]any{&edge}, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if enqueued != 0 || !s.HasSynced() {
+		t.Fatalf("before the controller started: enqueued %d, synced %v", enqueued, s.HasSynced())
+	}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	if err := s.Start(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	if enqueued != 1 {
+		t.Fatalf("the list before the start: enqueued %d times, want 1", enqueued)
+	}
+
+	for _, step := range []struct {
+		name   string
+		change func(n *corev1.Node)
+		want   bool
+	}{
+		{"kubelet status", func(n *corev1.Node) {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+			n.Status.Images = []corev1.ContainerImage{{Names: []string{"registry.k8s.io/pause:3.10.2"}, SizeBytes: 1 << 20}}
+		}, false},
+		{"another label", func(n *corev1.Node) { n.Labels["topology.kubernetes.io/zone"] = "z1" }, false},
+		{"hostname address", func(n *corev1.Node) { n.Status.Addresses[1].Address = "edge-1.local" }, false},
+		{"no longer edge", func(n *corev1.Node) { n.Labels[tunnelnodes.EdgeNodeLabel] = "false" }, true},
+		{"InternalIP", func(n *corev1.Node) { n.Status.Addresses[0].Address = "10.0.0.2" }, true},
+	} {
+		before := enqueued
+		step.change(&edge)
+		if err := s.Update(edge.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		if got := enqueued > before; got != step.want {
+			t.Errorf("%s: enqueued %v, want %v", step.name, got, step.want)
+		}
+	}
+	var kept []tunnelnodes.Node
+	for n := range s.All() {
+		kept = append(kept, *n)
+	}
+	want := tunnelnodes.Node{Name: "edge-1", Addresses: []corev1.NodeAddress{internal("10.0.0.2")}}
+	if len(kept) != 1 || !kept[0].Equal(&want) {
+		t.Errorf("kept %+v, want %+v", kept, want)
+	}
+
+	before := enqueued
+	second := node("cloud-1", false, internal("192.168.0.10"))
+	if err := s.Add(&second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(&edge); err != nil {
+		t.Fatal(err)
+	}
+	if enqueued != before+2 || s.Len() != 1 {
+		t.Errorf("add and delete: enqueued %d times, %d nodes kept; want 2 and 1", enqueued-before, s.Len())
+	}
+	if err := s.Add(&corev1.Pod{}); err == nil {
+		t.Error("a Pod was taken for a Node")
+	}
+}
+
+// pagedNodes serves nodes a page at a time, as the apiserver does with
+// limit and continue.
+type pagedNodes struct {
+	nodes []corev1.Node
+	asked []metav1.ListOptions
+}
+
+func (p *pagedNodes) List(_ context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
+	p.asked = append(p.asked, opts)
+	start := 0
+	if opts.Continue != "" {
+		fmt.Sscan(opts.Continue, &start)
+	}
+	end := min(start+int(opts.Limit), len(p.nodes))
+	list := &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(100 + len(p.asked))}, Items: p.nodes[start:end]}
+	if end < len(p.nodes) {
+		list.Continue = fmt.Sprint(end)
+	}
+	return list, nil
+}
+
+func (p *pagedNodes) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return watch.NewEmptyWatch(), nil
+}
+
+// TestNodeListPages: the list is read in pages of nodeListPageSize and gives
+// the reflector every node, as the records need it, at the first page's
+// resourceVersion (the snapshot the continue tokens read).
+func TestNodeListPages(t *testing.T) {
+	selector, _ := labels.Parse(DefaultEdgeNodeSelector)
+	nodes := make([]corev1.Node, 2*nodeListPageSize+1)
+	for i := range nodes {
+		nodes[i] = node(fmt.Sprintf("node-%04d", i), i%2 == 0, internal(fmt.Sprintf("10.0.%d.%d", i>>8, i&255)))
+	}
+	pages := &pagedNodes{nodes: nodes}
+	obj, err := (&nodeListWatch{nodes: pages, edge: selector}).List(metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := obj.(*listedNodes)
+	if len(pages.asked) != 3 || list.ResourceVersion != "101" {
+		t.Errorf("%d pages read, resourceVersion %s; want 3 and the first page's, 101", len(pages.asked), list.ResourceVersion)
+	}
+	for _, opts := range pages.asked {
+		if opts.Limit != nodeListPageSize || opts.ResourceVersion != "" {
+			t.Errorf("page asked with %+v: want limit %d at the latest resourceVersion", opts, nodeListPageSize)
+		}
+	}
+	if len(list.Items) != len(nodes) {
+		t.Fatalf("%d nodes listed, want %d", len(list.Items), len(nodes))
+	}
+	for i, got := range list.Items {
+		want := tunnelnodes.NodeOf(&nodes[i], selector)
+		if !got.Equal(&want) || got.Edge != (i%2 == 0) {
+			t.Errorf("node %d: %+v, want %+v", i, got.Node, want)
+		}
+	}
+}
