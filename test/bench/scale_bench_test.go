@@ -53,18 +53,25 @@ func BenchmarkScale35k(b *testing.B) {
 		len(names), len(text), fullReady, emptyReady, fullRSS, emptyRSS, float64(fullRSS-emptyRSS)/1024)
 }
 
-func vmRSS(b testing.TB, pid int) int {
+// vmRSS is the process's resident memory, in KiB.
+func vmRSS(b testing.TB, pid int) int { return procStatusKiB(b, pid, "VmRSS") }
+
+// vmHWM is the process's peak resident memory so far, in KiB.
+func vmHWM(b testing.TB, pid int) int { return procStatusKiB(b, pid, "VmHWM") }
+
+// procStatusKiB reads field (in kB) of the process's /proc status.
+func procStatusKiB(b testing.TB, pid int, field string) int {
 	b.Helper()
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kib, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
 			return kib
 		}
 	}
-	b.Fatalf("no VmRSS for pid %d", pid)
+	b.Fatalf("no %s for pid %d", field, pid)
 	return 0
 }

@@ -47,6 +47,9 @@ type Options struct {
 	// AuditLog makes the apiserver write every request to a JSON-lines audit
 	// log (metadata level), read back with ControlPlane.AuditEvents.
 	AuditLog bool
+	// EtcdQuotaBytes raises etcd's space quota (2 GiB by default) for
+	// fleets of kubelet-sized Nodes.
+	EtcdQuotaBytes int64
 }
 
 // ControlPlane is a running kube-apiserver + etcd.
@@ -122,6 +125,12 @@ func Start(t TB, opts Options) *ControlPlane {
 	}
 	apiserver := env.ControlPlane.GetAPIServer()
 	apiserver.Configure().Set("service-cluster-ip-range", serviceRange)
+	if opts.EtcdQuotaBytes > 0 {
+		if env.ControlPlane.Etcd == nil {
+			env.ControlPlane.Etcd = &envtest.Etcd{}
+		}
+		env.ControlPlane.Etcd.Configure().Set("quota-backend-bytes", strconv.FormatInt(opts.EtcdQuotaBytes, 10))
+	}
 	// A directory the harness owns (envtest deletes one it made itself when
 	// the apiserver stops) keeps the serving and client CAs across
 	// StopAPIServer/StartAPIServer, so every kubeconfig stays valid.

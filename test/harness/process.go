@@ -50,6 +50,30 @@ func Binary(t TB, name string) string {
 	return path
 }
 
+// BinaryAt builds ./cmd/NAME of this module as it was at commit (from the
+// repository's history, into a directory of the test's), to measure it side
+// by side with today's.
+func BinaryAt(t TB, commit, name string) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, commit, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s: %v\n%s", commit, err, out)
+	}
+	path := filepath.Join(src, "bin", name)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", path, "./cmd/"+name)
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/%s at %s: %v\n%s", name, commit, err, out)
+	}
+	return path
+}
+
 // Process is a project binary running as a subprocess.
 type Process struct {
 	cmd    *exec.Cmd

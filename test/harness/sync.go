@@ -19,17 +19,24 @@ type Sync struct {
 // loopback metrics and probe ports, followed by args, and waits for /readyz.
 func StartSync(t TB, kubeconfig string, args ...string) *Sync {
 	t.Helper()
+	return StartSyncBinary(t, Binary(t, "tunnel-nodes-sync"), 30*time.Second, kubeconfig, args...)
+}
+
+// StartSyncBinary is StartSync of the binary at path, waiting up to
+// ready for /readyz.
+func StartSyncBinary(t TB, path string, ready time.Duration, kubeconfig string, args ...string) *Sync {
+	t.Helper()
 	metrics := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	probes := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	all := append([]string{"run", "--kubeconfig", kubeconfig, "--metrics-bind-address", metrics,
 		"--health-probe-bind-address", probes}, args...)
 	s := &Sync{
-		Process:    StartProcess(t, Binary(t, "tunnel-nodes-sync"), all...),
+		Process:    StartProcess(t, path, all...),
 		MetricsURL: "http://" + metrics + "/metrics",
 		HealthzURL: "http://" + probes + "/healthz",
 		ReadyzURL:  "http://" + probes + "/readyz",
 	}
-	s.WaitHTTP200(t, s.ReadyzURL, 30*time.Second)
+	s.WaitHTTP200(t, s.ReadyzURL, ready)
 	return s
 }
 
