@@ -15,8 +15,13 @@ import (
 func main() {
 	in := flag.String("in", "bin/bench-data", "directory of the benchmarks' JSON files")
 	out := flag.String("out", "bench", "directory for results.md and latency.svg")
+	runID := flag.String("run", "", "the make bench run every result must come from")
 	flag.Parse()
-	if err := run(*in, *out); err != nil {
+	if *runID == "" {
+		fmt.Fprintln(os.Stderr, "benchreport: -run is required (make bench sets it)")
+		os.Exit(2)
+	}
+	if err := run(*in, *out, *runID); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
@@ -55,12 +60,52 @@ type dnsTargetRun struct {
 	Conntrack float64 `json:"conntrack_entries"`
 }
 
-func load(dir, name string, v any) error {
+// fleetSync is one sync's figures in BenchmarkFleet100k.
+type fleetSync struct {
+	GOMEMLIMIT   string  `json:"gomemlimit"`
+	WrittenMS    float64 `json:"written_ms"`
+	Shards       float64 `json:"shards"`
+	StartRSS     float64 `json:"start_rss_mib"`
+	StartPeakRSS float64 `json:"start_peak_rss_mib"`
+	StartHeap    float64 `json:"start_heap_mib"`
+	RSS          float64 `json:"rss_mib"`
+	PeakRSS      float64 `json:"peak_rss_mib"`
+	Heap         float64 `json:"heap_mib"`
+	ChurnWrites  float64 `json:"churn_shard_writes"`
+	AnswerP50    float64 `json:"answer_p50_ms"`
+	AnswerP99    float64 `json:"answer_p99_ms"`
+}
+
+// fleet100k is BenchmarkFleet100k's result.
+type fleet100k struct {
+	Nodes          float64   `json:"nodes"`
+	NodeJSONBytes  float64   `json:"node_json_bytes"`
+	BaselineCommit string    `json:"baseline_commit"`
+	Churn          int       `json:"churn_changes"`
+	Baseline       fleetSync `json:"baseline"`
+	Today          fleetSync `json:"today"`
+	CoreDNSReady   float64   `json:"coredns_ready_ms"`
+	CoreDNSEmpty   float64   `json:"coredns_empty_ready_ms"`
+	CoreDNSRSSOver float64   `json:"coredns_rss_over_empty_mib"`
+}
+
+// load reads name's result into v; it must come from run.
+func load(dir, name, run string, v any) error {
 	data, err := os.ReadFile(filepath.Join(dir, name+".json"))
 	if err != nil {
 		return fmt.Errorf("%s: %w (run make bench)", name, err)
 	}
-	return json.Unmarshal(data, v)
+	file := struct {
+		Run    string          `json:"run"`
+		Result json.RawMessage `json:"result"`
+	}{}
+	if err := json.Unmarshal(data, &file); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if file.Run != run {
+		return fmt.Errorf("%s comes from run %q, not %q: results.md is written from one make bench run only", name, file.Run, run)
+	}
+	return json.Unmarshal(file.Result, v)
 }
 
 func median(v []float64) float64 {
@@ -73,22 +118,23 @@ func quantile(v []float64, q float64) float64 {
 	return s[int(float64(len(s)-1)*q)]
 }
 
-func run(in, out string) error {
+func run(in, out, runID string) error {
 	var d dnsperf
 	var p propagation
-	var scale, conv10, conv30, change, churn, fleet, fleet100k map[string]float64
+	var scale, conv10, conv30, change, churn, fleet map[string]float64
+	var f100k fleet100k
 	var local nodeLocal
 	for name, v := range map[string]any{"dnsperf": &d, "propagation": &p, "scale": &scale,
 		"sync-convergence-10000": &conv10, "sync-convergence-30000": &conv30, "sync-change": &change, "sync-churn": &churn,
-		"fleet-change": &fleet, "fleet-100k": &fleet100k, "node-local-dns": &local} {
-		if err := load(in, name, v); err != nil {
+		"fleet-change": &fleet, "fleet-100k": &f100k, "node-local-dns": &local} {
+		if err := load(in, name, runID, v); err != nil {
 			return err
 		}
 	}
 	plugins := []string{"yurthosts", "hosts", "whoami"}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# yurtdns benchmark results\n\nWritten by `make bench` (2 shared vCPUs; DNS server pinned to CPU 0, dnsperf to CPU 1; all three plugins in one coredns-yurt process, %d records, %d interleaved rounds of %.0f s). Chart: [latency.svg](latency.svg).\n\n",
-		d.Records, d.Rounds, d.RoundSecs)
+	fmt.Fprintf(&b, "# yurtdns benchmark results\n\nWritten whole by one `make bench` run, **%s** (commit and start time; every row below comes from it, as its last column says) (2 shared vCPUs; DNS server pinned to CPU 0, dnsperf to CPU 1; all three plugins in one coredns-yurt process, %d records, %d interleaved rounds of %.0f s). Chart: [latency.svg](latency.svg).\n\n",
+		runID, d.Records, d.Rounds, d.RoundSecs)
 	b.WriteString("| plugin | QPS (median) | server CPU µs/query (median) | p50 µs at fixed rate | p99 µs (median round) |\n|---|---|---|---|---|\n")
 	for _, pl := range plugins {
 		fmt.Fprintf(&b, "| %s | %.0f | %.2f | %.0f | %.0f |\n", pl, median(d.QPS[pl]), median(d.CPU[pl]), median(d.P50[pl]), median(d.P99[pl]))
@@ -96,28 +142,36 @@ func run(in, out string) error {
 	y, h, w := median(d.CPU["yurthosts"]), median(d.CPU["hosts"]), median(d.CPU["whoami"])
 	fmt.Fprintf(&b, "\nRatios: QPS yurthosts/whoami %.3f, yurthosts/hosts %.3f; capacity from CPU per query yurthosts/whoami %.3f, yurthosts/hosts %.3f (targets ≥ 0.97 and ≥ 1.0). Latency at a fixed %d qps.\n\n",
 		median(d.QPS["yurthosts"])/median(d.QPS["whoami"]), median(d.QPS["yurthosts"])/median(d.QPS["hosts"]), w/y, h/y, d.Rate)
-	b.WriteString("| measured | result | target | reproduce |\n|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| ConfigMap write → answer (%d changes) | yurthosts p50 %.1f ms, p99 %.1f ms; hosts file `reload 300ms` p50 %.0f ms, p99 %.0f ms | p99 ≤ 50 ms | `go test -run '^$' -bench Propagation -benchtime 1x ./test/bench` |\n",
+	b.WriteString("| measured | result | target | reproduce | run |\n|---|---|---|---|---|\n")
+	// row writes a row of the table, with the run it came from.
+	row := func(format string, args ...any) {
+		b.WriteString(strings.TrimSuffix(fmt.Sprintf(format, args...), "\n") + " " + runID + " |\n")
+	}
+	row("| ConfigMap write → answer (%d changes) | yurthosts p50 %.1f ms, p99 %.1f ms; hosts file `reload 300ms` p50 %.0f ms, p99 %.0f ms | p99 ≤ 50 ms | `go test -run '^$' -bench Propagation -benchtime 1x ./test/bench` |\n",
 		p.Changes, quantile(p.Yurthosts, 0.5), quantile(p.Yurthosts, 0.99), quantile(p.HostsFile, 0.5), quantile(p.HostsFile, 0.99))
-	fmt.Fprintf(&b, "| %.0f records (%.0f bytes) | start → ready %.0f ms (empty %.0f ms); RSS +%.1f MiB over empty | ≤ 1 s; ≤ 32 MiB | `-bench Scale35k` |\n",
+	row("| %.0f records (%.0f bytes) | start → ready %.0f ms (empty %.0f ms); RSS +%.1f MiB over empty | ≤ 1 s; ≤ 32 MiB | `-bench Scale35k` |\n",
 		scale["records"], scale["bytes"], scale["ready_ms"], scale["empty_ready_ms"], scale["rss_over_empty_mib"])
-	fmt.Fprintf(&b, "| sync start → records written | 10k nodes %.0f ms, 30k nodes %.0f ms | ≤ 2 s for 10k | `-bench SyncConvergence` |\n", conv10["written_ms"], conv30["written_ms"])
-	fmt.Fprintf(&b, "| sync memory | 10k nodes RSS %.0f MiB (heap in use %.0f MiB); 30k nodes RSS %.0f MiB (heap in use %.0f MiB) | | `-bench SyncConvergence` |\n",
+	row("| sync start → records written | 10k nodes %.0f ms, 30k nodes %.0f ms | ≤ 2 s for 10k | `-bench SyncConvergence` |\n", conv10["written_ms"], conv30["written_ms"])
+	row("| sync memory | 10k nodes RSS %.0f MiB (heap in use %.0f MiB); 30k nodes RSS %.0f MiB (heap in use %.0f MiB) | | `-bench SyncConvergence` |\n",
 		conv10["rss_mib"], conv10["heap_inuse_mib"], conv30["rss_mib"], conv30["heap_inuse_mib"])
-	fmt.Fprintf(&b, "| one node change → ConfigMap (%.0f changes, debounce 50 ms) | p50 %.0f ms, p99 %.0f ms | p99 ≤ 100 ms | `-bench SyncNodeChange` |\n", change["changes"], change["p50_ms"], change["p99_ms"])
-	fmt.Fprintf(&b, "| churn | %.0f node changes in %.1f s → %.0f ConfigMap writes (%.1f per second of churn) | ≤ 25 for 1000 in 1 s | `-bench SyncChurn` |\n",
+	row("| one node change → ConfigMap (%.0f changes, debounce 50 ms) | p50 %.0f ms, p99 %.0f ms | p99 ≤ 100 ms | `-bench SyncNodeChange` |\n", change["changes"], change["p50_ms"], change["p99_ms"])
+	row("| churn | %.0f node changes in %.1f s → %.0f ConfigMap writes (%.1f per second of churn) | ≤ 25 for 1000 in 1 s | `-bench SyncChurn` |\n",
 		churn["changes"], churn["burst_ms"]/1000, churn["writes"], churn["writes"]/(churn["burst_ms"]/1000))
-	fmt.Fprintf(&b, "| one node change at %.0f nodes (%.0f shards), bytes the apiserver sends each watcher (%.0f real watches per layout, %.0f changes, same run) | single ConfigMap %.0f B, shards %.0f B: **%.2f%%**; at 5,000 watchers (linear) %.0f MB vs %.2f MB per change | ≤ 1%% | `-bench FleetChange` |\n",
+	row("| one node change at %.0f nodes (%.0f shards), bytes the apiserver sends each watcher (%.0f real watches per layout, %.0f changes, same run) | single ConfigMap %.0f B, shards %.0f B: **%.2f%%**; at 5,000 watchers (linear) %.0f MB vs %.2f MB per change | ≤ 1%% | `-bench FleetChange` |\n",
 		fleet["nodes"], fleet["shards"], fleet["watchers"], fleet["changes"], fleet["bytes_per_watcher_single"], fleet["bytes_per_watcher_shards"],
 		fleet["percent"], fleet["mb_per_change_5000_single"], fleet["mb_per_change_5000_shards"])
-	fmt.Fprintf(&b, "| node change → answer at %.0f nodes | shards p50 %.0f ms, p99 %.0f ms; single ConfigMap p50 %.0f ms, p99 %.0f ms (sync writes per change: %.2f shards, %.2f single) | p99 ≤ 100 ms | `-bench FleetChange` |\n",
+	row("| node change → answer at %.0f nodes | shards p50 %.0f ms, p99 %.0f ms; single ConfigMap p50 %.0f ms, p99 %.0f ms (sync writes per change: %.2f shards, %.2f single) | p99 ≤ 100 ms | `-bench FleetChange` |\n",
 		fleet["nodes"], fleet["p50_ms_shards"], fleet["p99_ms_shards"], fleet["p50_ms_single"], fleet["p99_ms_single"],
 		fleet["shard_writes_per_change"], fleet["single_writes_per_change"])
-	fmt.Fprintf(&b, "| %.0f nodes | sync start → all %.0f shards written %.1f s, RSS %.0f MiB (%.0f MiB after %.0f changes, %.0f shard writes); coredns-yurt start → ready %.0f ms (empty %.0f ms), RSS +%.1f MiB over empty | ready ≤ 2 s; ≤ 64 MiB | `-bench Fleet100k` |\n",
-		fleet100k["nodes"], fleet100k["shards"], fleet100k["sync_written_ms"]/1000, fleet100k["sync_rss_mib"], fleet100k["sync_rss_after_churn_mib"],
-		fleet100k["churn_changes"], fleet100k["shard_writes"], fleet100k["coredns_ready_ms"], fleet100k["coredns_empty_ready_ms"], fleet100k["coredns_rss_over_empty_mib"])
+	bs, ts := f100k.Baseline, f100k.Today
+	row("| %.0f kubelet-sized nodes (%.0f B of JSON each: worker-1's Node, 50 images), the sync of %s (before) vs today's, same run, each with its deployed GOMEMLIMIT (%s vs %s) | start → all %.0f shards written **%.1f s vs %.1f s**; peak RSS through start **%.0f vs %.0f MiB** (RSS %.0f vs %.0f, Go heap in use %.0f vs %.0f MiB); after %d changes at 20/s peak RSS **%.0f vs %.0f MiB** (RSS %.0f vs %.0f, heap %.0f vs %.0f MiB, %.0f vs %.0f shard writes); change → answer p50 %.0f vs %.0f ms, p99 %.0f vs %.0f ms | today: peak RSS ≤ 128 MiB, written ≤ 30 s | `-bench Fleet100k` |\n",
+		f100k.Nodes, f100k.NodeJSONBytes, f100k.BaselineCommit, bs.GOMEMLIMIT, ts.GOMEMLIMIT, ts.Shards, bs.WrittenMS/1000, ts.WrittenMS/1000,
+		bs.StartPeakRSS, ts.StartPeakRSS, bs.StartRSS, ts.StartRSS, bs.StartHeap, ts.StartHeap, f100k.Churn, bs.PeakRSS, ts.PeakRSS, bs.RSS, ts.RSS,
+		bs.Heap, ts.Heap, bs.ChurnWrites, ts.ChurnWrites, bs.AnswerP50, ts.AnswerP50, bs.AnswerP99, ts.AnswerP99)
+	row("| coredns-yurt at %.0f nodes (the shards) | start → ready %.0f ms (empty %.0f ms), RSS +%.1f MiB over empty | ready ≤ 2 s; ≤ 64 MiB | `-bench Fleet100k` |\n",
+		f100k.Nodes, f100k.CoreDNSReady, f100k.CoreDNSEmpty, f100k.CoreDNSRSSOver)
 	nl, ci := local.NodeLocal, local.ClusterIP
-	fmt.Fprintf(&b, "| a pod on the real cluster's master-1 asks the node-local cache (169.254.20.10) vs the kube-dns ClusterIP (DNAT), same run, median of %d alternating rounds | QPS (dnsperf -c 4) **%.0f vs %.0f (%.2fx)**; at 1,000 QPS p50 %.0f vs %.0f µs, p99 %.0f vs %.0f µs; conntrack entries left by %d one-shot `dig`s **%.0f vs %.0f** | | `go test -run '^$' -bench NodeLocalDNS -benchtime 1x ./test/realcluster` (root) |\n",
+	row("| a pod on the real cluster's master-1 asks the node-local cache (169.254.20.10) vs the kube-dns ClusterIP (DNAT), same run, median of %d alternating rounds | QPS (dnsperf -c 4) **%.0f vs %.0f (%.2fx)**; at 1,000 QPS p50 %.0f vs %.0f µs, p99 %.0f vs %.0f µs; conntrack entries left by %d one-shot `dig`s **%.0f vs %.0f** | | `go test -run '^$' -bench NodeLocalDNS -benchtime 1x ./test/realcluster` (root) |\n",
 		local.Rounds, nl.QPS, ci.QPS, nl.QPS/ci.QPS, nl.P50, ci.P50, nl.P99, ci.P99, local.Digs, nl.Conntrack, ci.Conntrack)
 	b.WriteString("\nAll rows: `make bench` runs them together (about 25 minutes); each `-bench` above runs one, from the repository root, after `make test-tools`.\n")
 	if err := os.MkdirAll(out, 0o755); err != nil {

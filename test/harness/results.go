@@ -11,7 +11,19 @@ import (
 // files that hack/benchreport turns into bench/results.md and the chart.
 const ResultsEnv = "YURTDNS_BENCH_OUT"
 
-// RecordResults writes v as name.json into $YURTDNS_BENCH_OUT, when set.
+// RunEnv names the run the results come from (make bench sets it to the
+// commit and start time); hack/benchreport refuses results of mixed runs.
+const RunEnv = "YURTDNS_BENCH_RUN"
+
+// Results is the JSON of one benchmark's numbers.
+type Results struct {
+	// Run is $YURTDNS_BENCH_RUN, or "" outside make bench.
+	Run    string `json:"run"`
+	Result any    `json:"result"`
+}
+
+// RecordResults writes v, with the run, as name.json into
+// $YURTDNS_BENCH_OUT, when set.
 func RecordResults(b testing.TB, name string, v any) {
 	b.Helper()
 	dir := os.Getenv(ResultsEnv)
@@ -21,7 +33,7 @@ func RecordResults(b testing.TB, name string, v any) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	data, err := json.MarshalIndent(v, "", "  ")
+	data, err := json.MarshalIndent(Results{Run: os.Getenv(RunEnv), Result: v}, "", "  ")
 	if err != nil {
 		b.Fatal(err)
 	}
