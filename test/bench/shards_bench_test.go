@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	gosync "sync"
 	"sync/atomic"
@@ -539,8 +538,7 @@ func measureFleetSync(b *testing.B, cp *harness.ControlPlane, c kubernetes.Inter
 	return run
 }
 
-// deployedGOMEMLIMIT is the memory limit deploy/tunnel-nodes-sync gives the
-// sync, which its GOMEMLIMIT follows.
+// deployedGOMEMLIMIT is the GOMEMLIMIT deploy/tunnel-nodes-sync gives the sync.
 func deployedGOMEMLIMIT(b testing.TB) string {
 	b.Helper()
 	objs, err := deploy.Render(deploy.TunnelNodesSync)
@@ -556,11 +554,13 @@ func deployedGOMEMLIMIT(b testing.TB) string {
 			b.Fatal(err)
 		}
 		for _, ctr := range d.Spec.Template.Spec.Containers {
-			if limit, ok := ctr.Resources.Limits[corev1.ResourceMemory]; ok {
-				return strconv.FormatInt(limit.Value(), 10)
+			for _, env := range ctr.Env {
+				if env.Name == "GOMEMLIMIT" {
+					return env.Value
+				}
 			}
 		}
 	}
-	b.Fatal("deploy/tunnel-nodes-sync has no memory limit")
+	b.Fatal("deploy/tunnel-nodes-sync sets no GOMEMLIMIT")
 	return ""
 }
