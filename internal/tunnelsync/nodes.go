@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -25,12 +26,13 @@ import (
 // The Nodes are the sync's one input that grows with the fleet, so they do
 // not go through controller-runtime's cache (which keeps a Node object per
 // node, and whose reflector decodes the whole first list before keeping
-// anything). A client-go reflector lists them a page at a time, keeps only
+// anything). A client-go reflector lists them a page at a time, reading only
+// what the records need of each (tunnelnodes.DecodeNodeList), keeps only
 // tunnelnodes.Node of each (nodeStore), and tells the controller when a
-// record input changed.
+// record input changed; watch events are single Nodes, decoded whole.
 
 // nodeListPageSize is the Nodes of one list page: 500 kubelet-sized Nodes
-// are about 7 MB of protobuf, decoded and dropped before the next page.
+// are about 5 MB of protobuf, read and dropped before the next page.
 const nodeListPageSize = 500
 
 // nodeStore keeps tunnelnodes.Node of every Node, by name: the reflector's
@@ -192,24 +194,36 @@ func (nodeInformer) NeedLeaderElection() bool { return false }
 func newNodeInformer(cfg *rest.Config, store *nodeStore) (nodeInformer, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nodeInformer{}, err
 	}
-	return nodeInformer{cache.NewReflectorWithOptions(&nodeListWatch{nodes: c.CoreV1().Nodes(), edge: store.edge}, &corev1.Node{}, store,
+	lw := &nodeListWatch{
+		page: func(ctx context.Context, opts metav1.ListOptions) (tunnelnodes.NodeList, error) {
+			var contentType string
+			body, err := c.CoreV1().RESTClient().Get().Resource("nodes").VersionedParams(&opts, scheme.ParameterCodec).
+				Do(ctx).ContentType(&contentType).Raw()
+			if err != nil {
+				return tunnelnodes.NodeList{}, err
+			}
+			if contentType != runtime.ContentTypeProtobuf {
+				return tunnelnodes.NodeList{}, fmt.Errorf("listing nodes: answered in %q, not protobuf", contentType)
+			}
+			return tunnelnodes.DecodeNodeList(body, store.edge)
+		},
+		watch: c.CoreV1().Nodes().Watch,
+	}
+	return nodeInformer{cache.NewReflectorWithOptions(lw, &corev1.Node{}, store,
 		cache.ReflectorOptions{Name: "nodes", TypeDescription: "*v1.Node"})}, nil
 }
 
-// nodeListWatch lists Nodes a page at a time and returns only what the
-// records need of each (a listedNodes), so the first list of 100,000
-// kubelet-sized Nodes never holds more than a page of them.
+// nodeListWatch lists Nodes a page at a time, reading only what the records
+// need of each (tunnelnodes.DecodeNodeList), so the first list of 100,000
+// kubelet-sized Nodes never holds more than a page's bytes.
 type nodeListWatch struct {
-	edge  labels.Selector
-	nodes interface {
-		List(context.Context, metav1.ListOptions) (*corev1.NodeList, error)
-		Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
-	}
+	page  func(context.Context, metav1.ListOptions) (tunnelnodes.NodeList, error)
+	watch func(context.Context, metav1.ListOptions) (watch.Interface, error)
 }
 
 // ListWithContext implements cache.ListerWithContext. The pages are read
@@ -219,12 +233,12 @@ func (lw *nodeListWatch) ListWithContext(ctx context.Context, _ metav1.ListOptio
 	out := &listedNodes{}
 	opts := metav1.ListOptions{Limit: nodeListPageSize}
 	for {
-		page, err := lw.nodes.List(ctx, opts)
+		page, err := lw.page(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
-		for i := range page.Items {
-			out.Items = append(out.Items, listedNode{Node: tunnelnodes.NodeOf(&page.Items[i], lw.edge)})
+		for _, n := range page.Items {
+			out.Items = append(out.Items, listedNode{Node: n})
 		}
 		if out.ResourceVersion == "" {
 			out.ResourceVersion = page.ResourceVersion
@@ -238,7 +252,7 @@ func (lw *nodeListWatch) ListWithContext(ctx context.Context, _ metav1.ListOptio
 
 // WatchWithContext implements cache.WatcherWithContext.
 func (lw *nodeListWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return lw.nodes.Watch(ctx, opts)
+	return lw.watch(ctx, opts)
 }
 
 // List implements cache.Lister.
