@@ -393,6 +393,9 @@ func BenchmarkFleet100k(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	baseline := measureFleetSync(b, cp, c, srv, nodes, harness.BinaryAt(b, baselineCommit, "tunnel-nodes-sync"), "1GiB", rng)
 	today := measureFleetSync(b, cp, c, srv, nodes, harness.Binary(b, "tunnel-nodes-sync"), deployedGOMEMLIMIT(b), rng)
+	// The client QPS default: today's sync at the old --kube-api-qps 100.
+	oldQPS := measureFleetSync(b, cp, c, srv, nodes, harness.Binary(b, "tunnel-nodes-sync"), deployedGOMEMLIMIT(b), rng,
+		"--kube-api-qps=100", "--kube-api-burst=200")
 	srv.Stop()
 
 	measure := func(records string) (time.Duration, int, *harness.CoreDNS) {
@@ -429,12 +432,13 @@ func BenchmarkFleet100k(b *testing.B) {
 	b.ReportMetric(float64(rss-emptyRSS)/1024, "MiB-coredns-rss-over-empty")
 	harness.RecordResults(b, "fleet-100k", map[string]any{"nodes": nodes, "node_json_bytes": len(size),
 		"baseline_commit": baselineCommit[:7], "churn_changes": fleetChurn, "baseline": baseline.fields(), "today": today.fields(),
+		"today_qps_100_written_ms": oldQPS.written.Milliseconds(),
 		"coredns_ready_ms": ready.Milliseconds(), "coredns_empty_ready_ms": emptyReady.Milliseconds(),
 		"coredns_rss_over_empty_mib": float64(rss-emptyRSS) / 1024})
 	for _, m := range []struct {
 		name string
 		fleetSyncRun
-	}{{"baseline " + baselineCommit[:7], baseline}, {"today", today}} {
+	}{{"baseline " + baselineCommit[:7], baseline}, {"today", today}, {"today at --kube-api-qps 100", oldQPS}} {
 		b.Logf("%s (GOMEMLIMIT %s): %d nodes in %d shards written %s after start; RSS %.0f MiB (peak %.0f), heap in use %.0f MiB; "+
 			"after %d changes at 20/s (%.0f shard writes) RSS %.0f MiB (peak %.0f), heap %.0f MiB; change → answer p50 %s p99 %s",
 			m.name, m.gomemlimit, nodes, m.shards, m.written.Round(time.Millisecond), m.startRSS, m.startPeakRSS, m.startHeap,
@@ -484,7 +488,7 @@ func (r fleetSyncRun) fields() map[string]any {
 
 // measureFleetSync runs the sync binary with GOMEMLIMIT gomemlimit on a
 // fleet of n nodes whose shards it first deletes, and measures it.
-func measureFleetSync(b *testing.B, cp *harness.ControlPlane, c kubernetes.Interface, srv *harness.CoreDNS, n int, binary, gomemlimit string, rng *rand.Rand) fleetSyncRun {
+func measureFleetSync(b *testing.B, cp *harness.ControlPlane, c kubernetes.Interface, srv *harness.CoreDNS, n int, binary, gomemlimit string, rng *rand.Rand, args ...string) fleetSyncRun {
 	b.Helper()
 	ctx := context.Background()
 	shards := metav1.ListOptions{LabelSelector: tunnelnodes.RecordsOfLabel + "=" + tunnelnodes.ConfigMapName}
@@ -494,7 +498,7 @@ func measureFleetSync(b *testing.B, cp *harness.ControlPlane, c kubernetes.Inter
 	run := fleetSyncRun{gomemlimit: gomemlimit}
 	b.Setenv("GOMEMLIMIT", gomemlimit)
 	start := time.Now()
-	sync := harness.StartSyncBinary(b, binary, 5*time.Minute, cp.Kubeconfig, "--leader-elect=false")
+	sync := harness.StartSyncBinary(b, binary, 5*time.Minute, cp.Kubeconfig, append([]string{"--leader-elect=false"}, args...)...)
 	b.Setenv("GOMEMLIMIT", "off") // not for coredns-yurt: it is measured as it comes
 	defer sync.Stop()
 	for {
