@@ -51,7 +51,9 @@ func TestDecodeNodeList(t *testing.T) {
 	kubelet := kubeletNode(t)
 	cloud := kubelet.DeepCopy()
 	cloud.Name, cloud.Labels[EdgeNodeLabel] = "cloud-1", "false"
-	addr := func(typ corev1.NodeAddressType, a string) corev1.NodeAddress { return corev1.NodeAddress{Type: typ, Address: a} }
+	addr := func(typ corev1.NodeAddressType, a string) corev1.NodeAddress {
+		return corev1.NodeAddress{Type: typ, Address: a}
+	}
 	list := &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "4711", Continue: "next-page"}, Items: []corev1.Node{
 		kubelet,
 		*cloud,

@@ -432,8 +432,8 @@ func BenchmarkFleet100k(b *testing.B) {
 	b.ReportMetric(float64(rss-emptyRSS)/1024, "MiB-coredns-rss-over-empty")
 	harness.RecordResults(b, "fleet-100k", map[string]any{"nodes": nodes, "node_json_bytes": len(size),
 		"baseline_commit": baselineCommit[:7], "churn_changes": fleetChurn, "baseline": baseline.fields(), "today": today.fields(),
-		"today_qps_100_written_ms": oldQPS.written.Milliseconds(),
-		"coredns_ready_ms": ready.Milliseconds(), "coredns_empty_ready_ms": emptyReady.Milliseconds(),
+		"today_qps_100_written_ms": oldQPS.written.Milliseconds(), "coredns_ready_ms": ready.Milliseconds(),
+		"coredns_empty_ready_ms":     emptyReady.Milliseconds(),
 		"coredns_rss_over_empty_mib": float64(rss-emptyRSS) / 1024})
 	for _, m := range []struct {
 		name string
