@@ -36,7 +36,7 @@ import (
 const nodeListPageSize = 500
 
 // nodeStore keeps tunnelnodes.Node of every Node, by name: the reflector's
-// store. A change of what the records are made of calls changed.
+// store. A change of what the records are made of enqueues the sync.
 type nodeStore struct {
 	edge labels.Selector
 
