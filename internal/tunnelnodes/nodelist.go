@@ -130,16 +130,9 @@ func decodeNode(data []byte, edge labels.Selector) (Node, error) {
 	if err != nil {
 		return n, err
 	}
-	matches, err := matchesLabels(edge, meta)
-	n.Edge = matches
-	return n, err
-}
-
-// matchesLabels: edge selects the labels of ObjectMeta meta, read in place.
-func matchesLabels(edge labels.Selector, meta []byte) (bool, error) {
 	l := rawLabels{meta: meta}
-	matches := edge.Matches(&l)
-	return matches, l.err
+	n.Edge = edge.Matches(&l)
+	return n, l.err
 }
 
 // rawLabels are an ObjectMeta's labels (field 11, map entries of key 1 and
