@@ -2,6 +2,8 @@ package tunnelsync
 
 import (
 	"iter"
+	"slices"
+	"strings"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 )
@@ -43,5 +45,8 @@ func desiredRecords(nodes iter.Seq[*tunnelnodes.Node], n int, rules tunnelnodes.
 		}
 	}
 	counts.Skipped = len(skipped)
+	// The store is a map: name order keeps the skipped list (and its log
+	// lines) the same from one sync to the next.
+	slices.SortFunc(skipped, func(a, b skippedNode) int { return strings.Compare(a.Name, b.Name) })
 	return entries, counts, skipped
 }

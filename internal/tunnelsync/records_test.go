@@ -91,7 +91,7 @@ func TestDesiredRecordsGolden(t *testing.T) {
 	if want := (recordCounts{Edge: 4, Cloud: 5, Skipped: 2}); counts != want {
 		t.Errorf("counts = %+v, want %+v", counts, want)
 	}
-	if len(skipped) != 2 || skipped[0].Name != "cloud-none" || skipped[1].Name != "cloud-bad" {
+	if len(skipped) != 2 || skipped[0].Name != "cloud-bad" || skipped[1].Name != "cloud-none" { // by name
 		t.Errorf("skipped = %v", skipped)
 	}
 }
