@@ -189,10 +189,21 @@ func (p *Process) WaitHTTP200(t TB, url string, timeout time.Duration) {
 	t.Fatalf("%s not ready after %s (last: %s)", url, timeout, last)
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and is
-// also free for UDP.
+// givenPorts holds every port FreePort returned in this process: a port
+// closed a moment ago is the kernel's next pick, so two calls in a row could
+// return the same one (yurthub failed on "address already in use" when its
+// secure and multiplexer ports came out equal).
+var (
+	givenPortsMu sync.Mutex
+	givenPorts   = map[int]bool{}
+)
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, is
+// also free for UDP, and was not returned before in this process.
 func FreePort(t TB) int {
 	t.Helper()
+	givenPortsMu.Lock()
+	defer givenPortsMu.Unlock()
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -203,6 +214,10 @@ func FreePort(t TB) int {
 		l.Close()
 		if err == nil {
 			u.Close()
+			if givenPorts[port] {
+				continue
+			}
+			givenPorts[port] = true
 			return port
 		}
 	}
