@@ -46,7 +46,7 @@ func controlPlaneStep() Step {
 			if err := ss.persist(ctx); err != nil {
 				return Result{}, err
 			}
-			done, err := PatchManifests(ctx, env.Options.ManifestsDir, env.Options.BackupDir, env.manifestOptions())
+			done, err := PatchManifests(ctx, env.Options.ManifestsDir, env.Options.BackupDir, manifestOptions(env))
 			for _, c := range done {
 				if c.Note != "" {
 					res.Summary += "\n    " + filepath.Base(c.Path) + ": " + c.Note
@@ -65,7 +65,7 @@ func controlPlaneStep() Step {
 			if m == nil {
 				return Result{Summary: "nothing to restore"}, nil
 			}
-			restored, kept, err := RestoreManifests(ctx, m.Dir, m.BackupDir, env.manifestOptions())
+			restored, kept, err := RestoreManifests(ctx, m.Dir, m.BackupDir, manifestOptions(env))
 			if err != nil {
 				return Result{}, err
 			}
@@ -109,4 +109,10 @@ func controlPlaneStep() Step {
 			return Applied, "", nil
 		},
 	}
+}
+
+// manifestOptions writes the control-plane manifests live: each waited for.
+func manifestOptions(env *Env) ManifestOptions {
+	return ManifestOptions{DryRun: env.Options.DryRun, TestOnlyExtraFlags: env.Options.TestOnlyExtraFlags,
+		Kubelet: &KubeletWait{Client: env.Client, Node: env.Options.NodeName, Timeout: env.Options.Timeout}}
 }

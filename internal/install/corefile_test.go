@@ -75,7 +75,7 @@ func TestEnsureYurthosts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, changed, err := EnsureYurthosts(tc.in)
+			got, changed, err := EnsureYurthosts(tc.in, testShardsOption)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +87,7 @@ func TestEnsureYurthosts(t *testing.T) {
 				t.Errorf("CoreDNS cannot parse the result: %v", err)
 			}
 			// Idempotent: a second edit changes nothing.
-			again, changed, err := EnsureYurthosts(got)
+			again, changed, err := EnsureYurthosts(got, testShardsOption)
 			if err != nil || changed || again != got {
 				t.Errorf("second edit: changed %v err %v", changed, err)
 			}
@@ -105,7 +105,7 @@ func TestEnsureYurthostsRefusesUnknownLayouts(t *testing.T) {
 		"keys without a block":   ".:53\n",
 		"brace without a plugin": ".:53 {\n {\n }\n}\n",
 	} {
-		if _, _, err := EnsureYurthosts(in); err == nil {
+		if _, _, err := EnsureYurthosts(in, testShardsOption); err == nil {
 			t.Errorf("%s: want an error", name)
 		}
 	}
@@ -117,7 +117,7 @@ func FuzzEnsureYurthosts(f *testing.F) {
 	f.Add(kubeadmCorefile)
 	f.Add(openYurtCorefile)
 	f.Fuzz(func(t *testing.T, in string) {
-		out, changed, err := EnsureYurthosts(in)
+		out, changed, err := EnsureYurthosts(in, testShardsOption)
 		if err != nil {
 			return
 		}
@@ -136,9 +136,12 @@ func FuzzEnsureYurthosts(f *testing.F) {
 				t.Fatalf("CoreDNS cannot parse the result: %v\n%s", err, out)
 			}
 		}
-		again, changed, err := EnsureYurthosts(out)
+		again, changed, err := EnsureYurthosts(out, testShardsOption)
 		if err != nil || changed || again != out {
 			t.Fatalf("not idempotent: changed %v err %v", changed, err)
 		}
 	})
 }
+
+// testShardsOption is the yurthosts option install writes under yurt-tunnel.
+var testShardsOption = []string{"shards yurtdns-records"}

@@ -1,10 +1,6 @@
 package install
 
 import (
-	"bytes"
-	"errors"
-	"io"
-	"os"
 	"testing"
 
 	"github.com/yurtdns/yurtdns/deploy"
@@ -13,32 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
-
-// kubeadmObject decodes the object of the given kind from a fixture file.
-func kubeadmObject(t *testing.T, file, kind string, into any) {
-	t.Helper()
-	data, err := os.ReadFile("../../test/testdata/kubeadm/" + file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var raw map[string]any
-		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-			t.Fatalf("no %s in %s", kind, file)
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if raw["kind"] == kind {
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, into); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
-}
 
 // TestDeployCoreDNSYurtMatchesInstall: deploy/coredns-yurt is what install
 // makes of kubeadm's CoreDNS — the same DaemonSet pod template and strategy,
@@ -73,7 +44,7 @@ func TestDeployCoreDNSYurtMatchesInstall(t *testing.T) {
 	if !equality.Semantic.DeepEqual(installed.Spec, ds.Spec) {
 		t.Errorf("deploy/coredns-yurt DaemonSet spec differs from what install builds:\ninstall: %+v\ndeploy:  %+v", installed.Spec, ds.Spec)
 	}
-	corefile, _, err := EnsureYurthosts(kubeadmCM.Data["Corefile"])
+	corefile, _, err := EnsureYurthosts(kubeadmCM.Data["Corefile"], []string{shardsOption})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/google/renameio/v2"
-	"github.com/pmezard/go-difflib/difflib"
 )
 
 // ManifestPatch is one static pod manifest and the edit install makes to it.
@@ -144,15 +143,6 @@ func checkOutside(manifestsDir, backupDir string) error {
 // mode (or keeps the mode of the file it replaces).
 func writeAtomic(tmpDir, path string, data []byte, mode fs.FileMode) error {
 	return renameio.WriteFile(path, data, mode, renameio.WithTempDir(tmpDir), renameio.WithStaticPermissions(mode))
-}
-
-// unifiedDiff renders the change of one file for --dry-run.
-func unifiedDiff(path string, old, next []byte) string {
-	diff, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(old)), B: difflib.SplitLines(string(next)),
-		FromFile: path, ToFile: path + " (yurtdns)", Context: 2,
-	})
-	return diff
 }
 
 // RestoreManifests puts back each original kept in backupDir while the

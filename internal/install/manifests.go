@@ -70,18 +70,6 @@ func parseStaticPod(data []byte, wantContainer string) (*staticPod, error) {
 	return &staticPod{doc: &doc, spec: spec, command: command}, nil
 }
 
-func mapValue(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
-}
-
 // flag finds --name=value in the command; index is -1 when absent.
 func (p *staticPod) flag(name string) (value string, index int) {
 	prefix := "--" + name + "="

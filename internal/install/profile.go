@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/yurtdns/yurtdns/deploy"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/internal/tunnelsync"
 
@@ -234,9 +233,4 @@ func loadProfileState(ctx context.Context, env *Env) (*state, profile, error) {
 		return nil, p, err
 	}
 	return st, p, st.checkProfile(p)
-}
-
-// ravenSteps are install's steps under Raven's L7 proxy, in order.
-func ravenSteps() []Step {
-	return []Step{recordsStep(), ravenRBACStep(), ravenCorefileStep(), ravenProxyDNSStep(), gatewayDNSStep(), syncStepOf("raven-sync", deploy.TunnelNodesSyncRaven)}
 }

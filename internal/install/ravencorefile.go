@@ -18,7 +18,7 @@ func ravenCorefileStep() Step {
 		"yurthosts { configmap "+tunnelnodes.Namespace+"/"+tunnelnodes.RavenConfigMapName+"; service "+
 			tunnelnodes.Namespace+"/"+tunnelnodes.RavenServiceName+"; "+shardsOption+"; fallthrough } in place of hosts "+tunnelHostsFile,
 		func(src string) (string, error) {
-			out, _, err := ensureYurthosts(src, ravenYurthostsOptions)
+			out, _, err := EnsureYurthosts(src, ravenYurthostsOptions)
 			return out, err
 		})
 }

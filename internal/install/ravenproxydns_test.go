@@ -30,11 +30,11 @@ func TestRavenCorefile(t *testing.T) {
 	}
 	want := strings.Replace(corefile, hosts, "yurthosts {\n        configmap kube-system/edge-tunnel-nodes\n"+
 		"        service kube-system/x-raven-proxy-internal-svc\n        shards yurtdns-records\n        fallthrough\n    }", 1)
-	got, changed, err := ensureYurthosts(corefile, ravenYurthostsOptions)
+	got, changed, err := EnsureYurthosts(corefile, ravenYurthostsOptions)
 	if err != nil || !changed || got != want {
 		t.Fatalf("changed %v, err %v:\n%s\nwant:\n%s", changed, err, got, want)
 	}
-	if again, changed, _ := ensureYurthosts(got, ravenYurthostsOptions); changed || again != got {
+	if again, changed, _ := EnsureYurthosts(got, ravenYurthostsOptions); changed || again != got {
 		t.Errorf("a second edit changed it:\n%s", again)
 	}
 }

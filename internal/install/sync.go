@@ -77,26 +77,3 @@ func syncStepOf(name, dir string) Step {
 	}
 	return step
 }
-
-// syncImage is --sync-image, else the image deploy/ names.
-func syncImage(env *Env) (string, error) {
-	if env.Options.SyncImage != "" {
-		return env.Options.SyncImage, nil
-	}
-	objs, err := deploy.Render(deploy.TunnelNodesSync)
-	if err != nil {
-		return "", err
-	}
-	for _, o := range objs {
-		if o.GetKind() != "Deployment" {
-			continue
-		}
-		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-		if len(containers) > 0 {
-			if image, ok := containers[0].(map[string]any)["image"].(string); ok {
-				return image, nil
-			}
-		}
-	}
-	return "", fmt.Errorf("deploy/%s has no Deployment image", deploy.TunnelNodesSync)
-}

@@ -2,7 +2,6 @@ package install
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -12,9 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
@@ -67,30 +64,5 @@ func TestDaemonSetOnReadyNodes(t *testing.T) {
 	err = waitFor(ctx, env.Options.Timeout, "DaemonSet proxy not ready", daemonSetOnReadyNodes(env, "proxy", &notReady, &ips))
 	if err != nil || !slices.Equal(notReady, []string{"edge-1"}) || !slices.Equal(ips, []string{"10.244.0.3"}) {
 		t.Errorf("rolled out on the Ready node: %v, NotReady %v, IPs %v; want done, edge-1 named, the new pod's IP", err, notReady, ips)
-	}
-}
-
-// A 403 right after kube-apiserver restarted (its RBAC caches not synced)
-// is waited out; a 403 that lasts past the grace is the answer.
-func TestWaitForOutlastsStartupDenials(t *testing.T) {
-	ctx := context.Background()
-	defer func(grace time.Duration) { authStartupGrace = grace }(authStartupGrace)
-	authStartupGrace = time.Second
-	denied := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "j", errors.New("RBAC: not synced"))
-	calls := 0
-	err := waitFor(ctx, 5*time.Second, "job", func(context.Context) (bool, string, error) {
-		calls++
-		if calls < 3 {
-			return false, "", denied
-		}
-		return true, "", nil
-	})
-	if err != nil {
-		t.Errorf("denied twice, then done: %v", err)
-	}
-	start := time.Now()
-	err = waitFor(ctx, time.Minute, "job", func(context.Context) (bool, string, error) { return false, "", denied })
-	if !apierrors.IsForbidden(err) || time.Since(start) < authStartupGrace || time.Since(start) > authStartupGrace+5*time.Second {
-		t.Errorf("denied throughout: %v after %s; want the 403 after the %s grace", err, time.Since(start), authStartupGrace)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
-
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
