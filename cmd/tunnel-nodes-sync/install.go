@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
 	"github.com/yurtdns/yurtdns/internal/tunnelsync"
 	"github.com/yurtdns/yurtdns/internal/version"
@@ -41,14 +42,14 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 	fl.StringVar(&f.opts.BackupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where manifest originals are kept; outside --manifests-dir, same filesystem")
 	fl.StringVar(&f.opts.NodeName, "node-name", hostname(), "The node whose kubelet runs --manifests-dir (its mirror pods are waited for after each manifest)")
 	fl.DurationVar(&f.opts.Timeout, "timeout", 5*time.Minute, "How long to wait for each change to be live (pods Ready, a restarted component back) before failing")
-	fl.StringVar(&f.opts.Profile, "profile", install.ProfileYurtTunnel, install.ProfileHelp())
+	fl.StringVar(&f.opts.Profile, "profile", layout.YurtTunnel, "The tunnel layout: "+install.Describe())
 	fl.StringVar(&f.opts.KubeletServiceMonitor, "kubelet-servicemonitor", install.DefaultKubeletServiceMonitor,
 		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of the kubelets, for the prometheus step")
 	fl.StringVar(&f.opts.NodeExporterServiceMonitor, "node-exporter-servicemonitor", install.DefaultNodeExporterServiceMonitor,
 		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of node-exporter, for the prometheus step")
 	if withInstallFlags {
 		fl.BoolVar(&f.opts.DryRun, "dry-run", false, "Print a unified diff of every change and change nothing")
-		fl.StringSliceVar(&f.opts.Skip, "skip", nil, "Steps to skip: "+strings.Join(install.StepNames(), ","))
+		fl.StringSliceVar(&f.opts.Skip, "skip", nil, "Steps to skip, of --profile's (see its steps there)")
 		fl.StringVar(&f.opts.CoreDNSImage, "coredns-image", defaultCoreDNSImage, "Image of the CoreDNS DaemonSet (`make image` writes it)")
 		fl.StringVar(&f.opts.SyncImage, "sync-image", defaultSyncImage, "Image of tunnel-nodes-sync (`make image` writes it); also runs the control-plane Jobs")
 		fl.BoolVar(&f.opts.NodeLocalDNS, "node-local-dns", false, "Also run coredns-yurt as a node-local cache at "+nodelocal.Address.String()+
@@ -107,7 +108,7 @@ func (f *surgeryFlags) env() (*install.Env, error) {
 func newInstallCommand() *cobra.Command {
 	f := &surgeryFlags{}
 	cmd := f.command(install.Install, "install", "Turn the cluster's DNS into yurtdns, step by step (idempotent; see revert)")
-	cmd.Long = "Steps, in order: " + strings.Join(install.StepNames(), ", ") + "; then " + install.OptInSteps + ".\n" +
+	cmd.Long = "Steps, in order, per --profile: " + install.Describe() + ".\n" +
 		"Each step says what it changed or that it was already applied; what it changed is recorded in\n" +
 		"ConfigMap kube-system/" + install.StateConfigMap + " so that revert restores exactly that."
 	f.register(cmd, true)
@@ -175,7 +176,11 @@ func newStatusCommand() *cobra.Command {
 					return fmt.Errorf("--edge-node-selector: %w", err)
 				}
 				fmt.Fprintf(out, "\nNode names at %s:\n", verifyDNS)
-				if mismatches, err = install.VerifyDNS(cmd.Context(), env, verifyDNS, selector, out); err != nil {
+				l, err := layout.Named(env.Options.Profile)
+				if err != nil {
+					return err
+				}
+				if mismatches, err = install.VerifyDNS(cmd.Context(), env.Client, l, verifyDNS, selector, out); err != nil {
 					return err
 				}
 			}

@@ -2,11 +2,10 @@ package main
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/internal/tunnelsync"
 
@@ -60,20 +59,20 @@ func newRunCommand() *cobra.Command {
 			}
 			ctrl.Log.Info("Starting tunnel-nodes-sync", "namespace", cfg.Namespace, "configmap", cfg.ConfigMap,
 				"shardsNamespace", cfg.ShardsNamespace, "singleConfigMap", !cfg.SkipSingleConfigMap,
-				"service", cfg.Service, "serverConfig", cfg.ServerConfig, "ravenConfig", cfg.RavenConfig, "edgeNodeSelector", cfg.EdgeNodeSelector.String(),
+				"service", cfg.Service, "serverConfig", cfg.ServerConfig, "rulesConfig", cfg.RulesConfig, "edgeNodeSelector", cfg.EdgeNodeSelector.String(),
 				"debounce", cfg.Debounce, "leaderElect", o.manager.LeaderElect)
 			return mgr.Start(ctrl.SetupSignalHandler())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster config when empty")
-	f.StringVar(&o.profile, "profile", "yurt-tunnel", "Preset object names: yurt-tunnel or raven")
+	f.StringVar(&o.profile, "profile", layout.YurtTunnel, "The tunnel layout, which decides the rules and presets the object names: "+strings.Join(layout.Names(), " or "))
 	f.StringVar(&o.namespace, "namespace", tunnelnodes.Namespace, "Namespace of the tunnel Service and ConfigMaps")
 	f.StringVar(&o.configMap, "configmap", tunnelnodes.ConfigMapName, "Records ConfigMap; --profile sets the default")
 	f.StringVar(&o.configMapKey, "configmap-key", tunnelnodes.ConfigMapKey, "Key of the records ConfigMap")
 	f.StringVar(&o.service, "service", tunnelnodes.ServiceName, "Tunnel Service; --profile sets the default")
 	f.StringVar(&o.serverConfig, "server-config", tunnelnodes.ServerConfigName, "Tunnel server config ConfigMap listing extra ports, empty disables port sync; --profile sets the default")
-	f.StringVar(&o.ravenConfig, "raven-config", "", "Raven's global config ConfigMap: when set, records follow Raven's rules (every node to the proxy ClusterIP while its enable-l7-proxy is true) instead of --edge-node-selector; --profile raven sets raven-cfg")
+	f.StringVar(&o.ravenConfig, "raven-config", "", "The ConfigMap --profile's rules read: under raven, Raven's global config (every node to the proxy ClusterIP while its enable-l7-proxy is true); --profile raven sets raven-cfg")
 	f.StringVar(&o.edgeNodeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes")
 	f.Int32Var(&o.httpsTargetPort, "https-target-port", tunnelnodes.DefaultHTTPSTargetPort, "Target port of https-proxy-ports")
 	f.Int32Var(&o.httpTargetPort, "http-target-port", tunnelnodes.DefaultHTTPTargetPort, "Target port of http-proxy-ports")
@@ -98,21 +97,21 @@ func newRunCommand() *cobra.Command {
 
 // config applies the profile to the names not set explicitly and validates.
 func (o *runOptions) config(flags *pflag.FlagSet) (tunnelsync.Config, error) {
-	profile, ok := tunnelsync.Profiles[o.profile]
-	if !ok {
-		return tunnelsync.Config{}, fmt.Errorf("--profile %q: must be one of %s", o.profile, strings.Join(slices.Sorted(maps.Keys(tunnelsync.Profiles)), ", "))
+	l, err := layout.Named(o.profile)
+	if err != nil {
+		return tunnelsync.Config{}, err
 	}
 	if !flags.Changed("configmap") {
-		o.configMap = profile.ConfigMap
+		o.configMap = l.RecordsConfigMap
 	}
 	if !flags.Changed("service") {
-		o.service = profile.Service
+		o.service = l.Service
 	}
 	if !flags.Changed("server-config") {
-		o.serverConfig = profile.ServerConfig
+		o.serverConfig = l.ServerConfig
 	}
 	if !flags.Changed("raven-config") {
-		o.ravenConfig = profile.RavenConfig
+		o.ravenConfig = l.Config
 	}
 	selector, err := labels.Parse(o.edgeNodeSelector)
 	if err != nil {
@@ -120,7 +119,7 @@ func (o *runOptions) config(flags *pflag.FlagSet) (tunnelsync.Config, error) {
 	}
 	cfg := tunnelsync.Config{
 		Namespace: o.namespace, ConfigMap: o.configMap, ConfigMapKey: o.configMapKey, Service: o.service,
-		ServerConfig: o.serverConfig, RavenConfig: o.ravenConfig, EdgeNodeSelector: selector,
+		ServerConfig: o.serverConfig, Layout: l, RulesConfig: o.ravenConfig, EdgeNodeSelector: selector,
 		HTTPSTargetPort: o.httpsTargetPort, HTTPTargetPort: o.httpTargetPort, Debounce: o.debounce,
 		ShardsNamespace: o.shardsNamespace, SkipSingleConfigMap: !o.singleConfigMap,
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelsync"
 
 	"github.com/spf13/cobra"
@@ -29,13 +30,16 @@ func newVerifyNodeDNSCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--edge-node-selector: %w", err)
 			}
+			l, err := layout.Named(profile)
+			if err != nil {
+				return err
+			}
 			c, err := newClient(kubeconfig)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			env := &install.Env{Client: c, Options: install.Options{Profile: profile}}
-			n, err := install.VerifyDNSWithResolver(cmd.Context(), env, net.DefaultResolver, selector, out)
+			n, err := install.VerifyDNSWithResolver(cmd.Context(), c, l, net.DefaultResolver, selector, out)
 			if err != nil {
 				return err
 			}
@@ -46,6 +50,6 @@ func newVerifyNodeDNSCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster when empty")
 	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes")
-	cmd.Flags().StringVar(&profile, "profile", install.ProfileYurtTunnel, "The rules to compare with: "+strings.Join(install.ProfileNames(), " or "))
+	cmd.Flags().StringVar(&profile, "profile", layout.YurtTunnel, "The rules to compare with: "+strings.Join(layout.Names(), " or "))
 	return cmd
 }

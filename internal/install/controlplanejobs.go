@@ -21,7 +21,6 @@ import (
 const (
 	hostKubernetesDir = "/etc/kubernetes"
 	jobMount          = "/host/etc/kubernetes"
-	jobLabel          = "yurtdns.io/job"
 )
 
 // manifestJob runs `patch-manifests` (or its revert) on one node with the

@@ -23,10 +23,10 @@ import (
 // cut-off edge node) do not block; they are named.
 func corednsDaemonSetStep() Step {
 	replicas := fieldEdit{
-		key: fmt.Sprintf("Deployment %s/%s replicas", tunnelnodes.Namespace, corednsName),
+		key: fmt.Sprintf("Deployment %s/%s replicas", tunnelnodes.Namespace, tunnelnodes.CoreDNSName),
 		get: func(ctx context.Context, env *Env) (string, bool, error) {
 			d := &appsv1.Deployment{}
-			if err := env.Client.Get(ctx, key(corednsName), d); err != nil {
+			if err := env.Client.Get(ctx, key(tunnelnodes.CoreDNSName), d); err != nil {
 				return "", false, fmt.Errorf("reading Deployment coredns: %w", err)
 			}
 			n := int32(1)
@@ -41,7 +41,7 @@ func corednsDaemonSetStep() Step {
 				return err
 			}
 			d := &appsv1.Deployment{}
-			if err := env.Client.Get(ctx, key(corednsName), d); err != nil {
+			if err := env.Client.Get(ctx, key(tunnelnodes.CoreDNSName), d); err != nil {
 				return err
 			}
 			patch := client.MergeFrom(d.DeepCopy())
@@ -52,7 +52,7 @@ func corednsDaemonSetStep() Step {
 	}
 	daemonSet := func(ctx context.Context, env *Env) (*unstructured.Unstructured, error) {
 		d := &appsv1.Deployment{}
-		if err := env.Client.Get(ctx, key(corednsName), d); err != nil {
+		if err := env.Client.Get(ctx, key(tunnelnodes.CoreDNSName), d); err != nil {
 			return nil, fmt.Errorf("reading Deployment coredns: %w", err)
 		}
 		ds, err := daemonSetFromDeployment(d, env.Options.CoreDNSImage)
@@ -119,7 +119,7 @@ func corednsDaemonSetStep() Step {
 			}
 			deleted, note := false, ""
 			remove := func() (err error) {
-				deleted, err = deleteCreated(ctx, env, ss, namedObject("apps/v1", "DaemonSet", corednsName))
+				deleted, err = deleteCreated(ctx, env, ss, namedObject("apps/v1", "DaemonSet", tunnelnodes.CoreDNSName))
 				return err
 			}
 			// Restoring: this revert scaled the Deployment back, or an earlier
@@ -146,7 +146,7 @@ func corednsDaemonSetStep() Step {
 			return res, nil
 		},
 		Status: func(ctx context.Context, env *Env, ss *stepState) (StepStatus, string, error) {
-			exists, err := existsAll(ctx, env, []*unstructured.Unstructured{namedObject("apps/v1", "DaemonSet", corednsName)})
+			exists, err := existsAll(ctx, env, []*unstructured.Unstructured{namedObject("apps/v1", "DaemonSet", tunnelnodes.CoreDNSName)})
 			if err != nil {
 				return "", "", err
 			}
@@ -174,13 +174,13 @@ func handOffToDaemonSet(ctx context.Context, env *Env, notReady *[]string, scale
 	}
 	var podIPs []string
 	err = waitFor(ctx, env.Options.Timeout, "DaemonSet coredns not serving on every Ready node",
-		both(daemonSetOnReadyNodes(env, corednsName, notReady, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
+		both(daemonSetOnReadyNodes(env, tunnelnodes.CoreDNSName, notReady, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
 	if err != nil {
 		return "", fmt.Errorf("%w; the coredns Deployment is left as it was", err)
 	}
 	ds := &appsv1.DaemonSet{}
-	if err := env.Client.Get(ctx, key(corednsName), ds); err != nil {
-		return "", fmt.Errorf("reading DaemonSet %s: %w", corednsName, err)
+	if err := env.Client.Get(ctx, key(tunnelnodes.CoreDNSName), ds); err != nil {
+		return "", fmt.Errorf("reading DaemonSet %s: %w", tunnelnodes.CoreDNSName, err)
 	}
 	leaving, err := corednsDeploymentPods(ctx, env)
 	if err != nil {
@@ -196,7 +196,7 @@ func handOffToDaemonSet(ctx context.Context, env *Env, notReady *[]string, scale
 func handOffToDeployment(ctx context.Context, env *Env, remove func() error) (note string, err error) {
 	var podIPs []string
 	err = waitFor(ctx, env.Options.Timeout, "Deployment coredns not available",
-		both(deploymentServing(env, corednsName, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
+		both(deploymentServing(env, tunnelnodes.CoreDNSName, &podIPs), serviceEndpointsReady(env, kubeDNSService, &podIPs)))
 	if err != nil {
 		return "", fmt.Errorf("%w; the coredns DaemonSet is kept so DNS keeps answering", err)
 	}
@@ -206,18 +206,18 @@ func handOffToDeployment(ctx context.Context, env *Env, remove func() error) (no
 	}
 	i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return podReady(&p) && p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] != "" })
 	if i < 0 {
-		return "", fmt.Errorf("Deployment %s has no Ready pod", corednsName)
+		return "", fmt.Errorf("Deployment %s has no Ready pod", tunnelnodes.CoreDNSName)
 	}
 	keep := map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: pods[i].Labels[appsv1.DefaultDeploymentUniqueLabelKey]}
 	ds := &appsv1.DaemonSet{}
 	var leaving []corev1.Pod
-	switch err := env.Client.Get(ctx, key(corednsName), ds); {
+	switch err := env.Client.Get(ctx, key(tunnelnodes.CoreDNSName), ds); {
 	case err == nil:
 		if leaving, err = controlledPods(ctx, env, ds.Spec.Selector, ds.UID); err != nil {
 			return "", err
 		}
 	case !apierrors.IsNotFound(err):
-		return "", fmt.Errorf("reading DaemonSet %s: %w", corednsName, err)
+		return "", fmt.Errorf("reading DaemonSet %s: %w", tunnelnodes.CoreDNSName, err)
 	}
 	return handOff(ctx, env, kubeDNSService, leaving, keep, remove)
 }
@@ -225,7 +225,7 @@ func handOffToDeployment(ctx context.Context, env *Env, remove func() error) (no
 // corednsDeploymentPods are the pods of the coredns Deployment: the ones
 // that leave kube-dns on install, and that it is handed back to on revert.
 func corednsDeploymentPods(ctx context.Context, env *Env) ([]corev1.Pod, error) {
-	d, _, err := readDeployment(ctx, env, corednsName)
+	d, _, err := readDeployment(ctx, env, tunnelnodes.CoreDNSName)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package install
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,19 +18,16 @@ import (
 // Corefile with yurthosts. The stock coredns ConfigMap is never edited, so
 // the stock Deployment is never handed a Corefile it cannot parse (stock
 // CoreDNS crash-loops on yurthosts), whatever moment install or revert stops.
-func corefileStep() Step {
-	return corefileCopyStep("corefile", corednsName, corednsYurtConfigMap, "yurthosts { "+shardsOption+"; fallthrough } in the .:53 block",
-		func(src string) (string, error) {
-			out, _, err := EnsureYurthosts(src, []string{shardsOption})
-			return out, err
-		})
+func corefileStep(l layout.Layout) Step {
+	return corefileCopyStep("corefile", tunnelnodes.CoreDNSName, corednsYurtConfigMap, l.YurthostsOptions, "in the .:53 block")
 }
 
 // corefileCopyStep writes ConfigMap target: the Corefile of ConfigMap
-// source with edit applied (what names the edit in the summary). source is
-// never edited; a change of it since install is carried over by install
-// again, and status reports it as drifted.
-func corefileCopyStep(name, source, target, what string, edit func(string) (string, error)) Step {
+// source with a yurthosts block of options added (where says where, in the
+// summary). source is never edited; a change of it since install is
+// carried over by install again, and status reports it as drifted.
+func corefileCopyStep(name, source, target string, options []string, where string) Step {
+	what := "yurthosts { " + strings.Join(options, "; ") + "; fallthrough } " + where
 	// yurtCorefile is the source Corefile with the edit, as it is now.
 	yurtCorefile := func(ctx context.Context, env *Env) (stock, yurt string, err error) {
 		cm := &corev1.ConfigMap{}
@@ -39,7 +38,7 @@ func corefileCopyStep(name, source, target, what string, edit func(string) (stri
 		if !ok {
 			return "", "", fmt.Errorf("ConfigMap %s has no Corefile key", source)
 		}
-		yurt, err = edit(stock)
+		yurt, _, err = EnsureYurthosts(stock, options)
 		return stock, yurt, err
 	}
 	copyKey := "ConfigMap " + tunnelnodes.Namespace + "/" + target + " " + corefileKey
@@ -121,6 +120,3 @@ func corefileCopyStep(name, source, target, what string, edit func(string) (stri
 // The Corefile is edited through a parse tree that remembers where every
 // directive starts and ends in the source, so an edit replaces or inserts
 // exactly one span and leaves every other byte, comments included, alone.
-
-// shardsOption points yurthosts at the records' shards (see tunnelnodes).
-var shardsOption = "shards " + tunnelnodes.ShardsNamespace

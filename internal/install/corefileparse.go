@@ -252,3 +252,23 @@ func yurthostsBlock(indent string, options []string) string {
 	b.WriteString(indent + inner + "fallthrough\n")
 	return b.String() + indent + "}"
 }
+
+// setYurthosts replaces the Corefile's yurthosts block with one of options.
+func setYurthosts(src string, options []string) (string, error) {
+	blocks, err := parseCorefile(src)
+	if err != nil {
+		return "", err
+	}
+	sb := mainBlock(blocks)
+	if sb == nil {
+		return "", fmt.Errorf("no .:53 server block")
+	}
+	for _, d := range sb.directives {
+		if d.name == "yurthosts" {
+			line := src[d.lineStart:d.start]
+			indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+			return src[:d.start] + yurthostsBlock(indent, options) + src[d.end:], nil
+		}
+	}
+	return "", fmt.Errorf("no yurthosts block")
+}

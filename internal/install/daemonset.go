@@ -33,7 +33,7 @@ func daemonSetFromDeployment(d *appsv1.Deployment, image string) (*appsv1.Daemon
 	})
 	// The Corefile comes from the DaemonSet's own ConfigMap.
 	corefileVolume := slices.IndexFunc(tmpl.Spec.Volumes, func(v corev1.Volume) bool {
-		return v.ConfigMap != nil && v.ConfigMap.Name == corednsName
+		return v.ConfigMap != nil && v.ConfigMap.Name == tunnelnodes.CoreDNSName
 	})
 	if corefileVolume < 0 {
 		return nil, fmt.Errorf("Deployment coredns has no volume from ConfigMap coredns: unknown layout")
@@ -41,7 +41,7 @@ func daemonSetFromDeployment(d *appsv1.Deployment, image string) (*appsv1.Daemon
 	tmpl.Spec.Volumes[corefileVolume].ConfigMap.Name = corednsYurtConfigMap
 	for i := range tmpl.Spec.Containers {
 		c := &tmpl.Spec.Containers[i]
-		if c.Name != corednsName {
+		if c.Name != tunnelnodes.CoreDNSName {
 			continue
 		}
 		found = true
@@ -65,7 +65,7 @@ func daemonSetFromDeployment(d *appsv1.Deployment, image string) (*appsv1.Daemon
 	tmpl.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	maxUnavailable := intstr.FromString("10%")
 	return &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: corednsName, Namespace: tunnelnodes.Namespace, Labels: d.Labels},
+		ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.CoreDNSName, Namespace: tunnelnodes.Namespace, Labels: d.Labels},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: d.Spec.Selector,
 			Template: *tmpl,

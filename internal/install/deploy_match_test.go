@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/yurtdns/yurtdns/deploy"
+	"github.com/yurtdns/yurtdns/internal/layout"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -44,7 +45,7 @@ func TestDeployCoreDNSYurtMatchesInstall(t *testing.T) {
 	if !equality.Semantic.DeepEqual(installed.Spec, ds.Spec) {
 		t.Errorf("deploy/coredns-yurt DaemonSet spec differs from what install builds:\ninstall: %+v\ndeploy:  %+v", installed.Spec, ds.Spec)
 	}
-	corefile, _, err := EnsureYurthosts(kubeadmCM.Data["Corefile"], []string{shardsOption})
+	corefile, _, err := EnsureYurthosts(kubeadmCM.Data["Corefile"], []string{layout.ShardsOption})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,15 +44,15 @@ func handoverEnv(t *testing.T) *Env {
 	grace := kubeProxyGrace
 	kubeProxyGrace = 0
 	t.Cleanup(func() { kubeProxyGrace = grace })
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: ravenProxyDNS, Namespace: tunnelnodes.Namespace, UID: "d-uid"}}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: ravenProxyDNS, Namespace: tunnelnodes.Namespace},
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.RavenProxyDNSName, Namespace: tunnelnodes.Namespace, UID: "d-uid"}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.RavenProxyDNSName, Namespace: tunnelnodes.Namespace},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}, {Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP}}}}
 	return &Env{Client: fake.NewClientBuilder().WithObjects(d, svc).WithStatusSubresource(&corev1.Pod{}).Build(), Options: Options{Timeout: time.Second}}
 }
 
 func handoverTemplate() corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": ravenProxyDNS}},
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": tunnelnodes.RavenProxyDNSName}},
 		Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{tunnelnodes.EdgeNodeLabel: "false"},
 			Affinity:     &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}},
@@ -67,7 +67,7 @@ func handoverTemplate() corev1.PodTemplateSpec {
 func TestHandover(t *testing.T) {
 	ctx := context.Background()
 	env := handoverEnv(t)
-	h := handover{service: ravenProxyDNS, deployment: ravenProxyDNS}
+	h := handover{service: tunnelnodes.RavenProxyDNSName, deployment: tunnelnodes.RavenProxyDNSName}
 	// The kubelet's part: the pod runs and is Ready once created.
 	go func() {
 		for range 100 {
@@ -97,7 +97,7 @@ func TestHandover(t *testing.T) {
 	if err := env.Client.Get(ctx, key(h.name()), slice); err != nil {
 		t.Fatal(err)
 	}
-	if slice.Labels[discoveryv1.LabelServiceName] != ravenProxyDNS || slice.Labels[discoveryv1.LabelManagedBy] != handoverManagedBy ||
+	if slice.Labels[discoveryv1.LabelServiceName] != tunnelnodes.RavenProxyDNSName || slice.Labels[discoveryv1.LabelManagedBy] != handoverManagedBy ||
 		slice.AddressType != discoveryv1.AddressTypeIPv4 || len(slice.Endpoints) != 1 || slice.Endpoints[0].Addresses[0] != "10.244.0.9" ||
 		len(slice.Ports) != 2 || *slice.Ports[0].Name != "dns" || *slice.Ports[0].Port != 53 || *slice.Ports[1].Protocol != corev1.ProtocolTCP {
 		t.Errorf("handover EndpointSlice: %+v", slice)
@@ -123,7 +123,7 @@ func TestHandover(t *testing.T) {
 func TestHandoverPodNotReady(t *testing.T) {
 	ctx := context.Background()
 	env := handoverEnv(t)
-	h := handover{service: ravenProxyDNS, deployment: ravenProxyDNS}
+	h := handover{service: tunnelnodes.RavenProxyDNSName, deployment: tunnelnodes.RavenProxyDNSName}
 	err := h.begin(ctx, env, handoverTemplate())
 	if err == nil || !strings.Contains(err.Error(), "handover pod raven-proxy-dns-handover not Ready after 1s") {
 		t.Fatalf("begin: %v", err)

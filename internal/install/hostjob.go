@@ -11,6 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// jobLabel marks install's Jobs and their pods with what they do.
+const jobLabel = "yurtdns.io/job"
+
 // hostJob is a Job that changes one node's own files or network: one
 // container of the sync image, pinned to the node, as root (the files are
 // root's), every capability dropped but add, read-only root filesystem,

@@ -135,7 +135,7 @@ func TestFieldStepCompletesInterruptedRevert(t *testing.T) {
 // DaemonSet, keeping the DaemonSet until they are.
 func TestCoreDNSRevertWaitsAfterInterruptedRevert(t *testing.T) {
 	ctx := context.Background()
-	meta := metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: corednsName}
+	meta := metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: tunnelnodes.CoreDNSName}
 	d := &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: new(int32(2)), // scaled back, no pod up yet
 		Selector: &metav1.LabelSelector{}}}
 	d.UID = "deployment-1"
@@ -153,11 +153,11 @@ func TestCoreDNSRevertWaitsAfterInterruptedRevert(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Deployment coredns not available") {
 		t.Errorf("revert with the Deployment unavailable: %v; want it to wait and fail", err)
 	}
-	if err := c.Get(ctx, key(corednsName), &appsv1.DaemonSet{}); err != nil {
+	if err := c.Get(ctx, key(tunnelnodes.CoreDNSName), &appsv1.DaemonSet{}); err != nil {
 		t.Fatalf("revert deleted the DaemonSet while the Deployment was unavailable: %v", err)
 	}
 
-	if err := c.Get(ctx, key(corednsName), d); err != nil {
+	if err := c.Get(ctx, key(tunnelnodes.CoreDNSName), d); err != nil {
 		t.Fatal(err)
 	}
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, AvailableReplicas: 2}
@@ -166,7 +166,7 @@ func TestCoreDNSRevertWaitsAfterInterruptedRevert(t *testing.T) {
 	}
 	// Available by its status, but its pods are not kube-dns endpoints yet.
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: "coredns-1", UID: "rs-1",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: corednsName, UID: d.UID, Controller: new(true)}}}}
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: tunnelnodes.CoreDNSName, UID: d.UID, Controller: new(true)}}}}
 	if err := c.Create(ctx, rs); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestCoreDNSRevertWaitsAfterInterruptedRevert(t *testing.T) {
 	if res, err := step.Revert(ctx, env, ss); err != nil || !res.Changed {
 		t.Fatalf("revert with the Deployment available: %+v, %v", res, err)
 	}
-	if err := c.Get(ctx, key(corednsName), &appsv1.DaemonSet{}); !apierrors.IsNotFound(err) {
+	if err := c.Get(ctx, key(tunnelnodes.CoreDNSName), &appsv1.DaemonSet{}); !apierrors.IsNotFound(err) {
 		t.Errorf("DaemonSet after the revert: %v; want it deleted", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 // Names of the kubeadm objects more than one step works with.
 const (
-	corednsName    = "coredns"
 	corefileKey    = "Corefile"
 	kubeDNSService = "kube-dns"
 )

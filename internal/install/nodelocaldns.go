@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/deploy"
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
@@ -33,18 +34,14 @@ const (
 // there, and last kubeadm's kubelet-config ConfigMap, so nodes that join
 // later get it too. Revert goes backwards; each kubelet's file comes back
 // byte for byte.
-func nodeLocalDNSStep(p profile) Step {
-	objects := func(env *Env) ([]*unstructured.Unstructured, error) { return nodeLocalObjects(env, p) }
+func nodeLocalDNSStep(l layout.Layout) Step {
+	objects := func(env *Env) ([]*unstructured.Unstructured, error) { return nodeLocalObjects(env, l) }
 	files := objectsStep(nodeLocalDNS, objects)
 	return Step{
-		Name: nodeLocalDNS,
+		Name:    nodeLocalDNS,
+		OptIn:   "--node-local-dns",
+		Enabled: func(o Options) bool { return o.NodeLocalDNS },
 		Install: func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
-			if !env.Options.NodeLocalDNS {
-				if ss.Applied {
-					return Result{Skipped: true, Summary: "applied earlier, left as it is (without --node-local-dns; revert removes it)"}, nil
-				}
-				return Result{Skipped: true, Summary: "not requested (--node-local-dns)"}, nil
-			}
 			res, err := files.Install(ctx, env, ss)
 			if err != nil {
 				return Result{}, err
@@ -158,7 +155,7 @@ func nodeLocalDNSStep(p profile) Step {
 
 // nodeLocalObjects are deploy/node-local-dns with install's images, the
 // profile's ServiceAccount and the profile's yurthosts options.
-func nodeLocalObjects(env *Env, p profile) ([]*unstructured.Unstructured, error) {
+func nodeLocalObjects(env *Env, l layout.Layout) ([]*unstructured.Unstructured, error) {
 	objs, err := deploy.Render(deploy.NodeLocalDNS)
 	if err != nil {
 		return nil, err
@@ -171,7 +168,7 @@ func nodeLocalObjects(env *Env, p profile) ([]*unstructured.Unstructured, error)
 		switch o.GetKind() {
 		case "ConfigMap":
 			src, _, _ := unstructured.NestedString(o.Object, "data", "Corefile")
-			corefile, err := setYurthosts(src, p.yurthostsOptions)
+			corefile, err := setYurthosts(src, l.YurthostsOptions)
 			if err != nil {
 				return nil, fmt.Errorf("deploy/%s Corefile: %w", deploy.NodeLocalDNS, err)
 			}
@@ -180,7 +177,7 @@ func nodeLocalObjects(env *Env, p profile) ([]*unstructured.Unstructured, error)
 			}
 		case "DaemonSet":
 			spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
-			spec["serviceAccountName"] = p.dnsServiceAccount
+			spec["serviceAccountName"] = l.DNSServiceAccount
 			for field, image := range map[string]string{"initContainers": sync, "containers": env.Options.CoreDNSImage} {
 				containers, _ := spec[field].([]any)
 				for _, c := range containers {
@@ -195,26 +192,6 @@ func nodeLocalObjects(env *Env, p profile) ([]*unstructured.Unstructured, error)
 		}
 	}
 	return objs, nil
-}
-
-// setYurthosts replaces the Corefile's yurthosts block with one of options.
-func setYurthosts(src string, options []string) (string, error) {
-	blocks, err := parseCorefile(src)
-	if err != nil {
-		return "", err
-	}
-	sb := mainBlock(blocks)
-	if sb == nil {
-		return "", fmt.Errorf("no .:53 server block")
-	}
-	for _, d := range sb.directives {
-		if d.name == "yurthosts" {
-			line := src[d.lineStart:d.start]
-			indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
-			return src[:d.start] + yurthostsBlock(indent, options) + src[d.end:], nil
-		}
-	}
-	return "", fmt.Errorf("no yurthosts block")
 }
 
 // readyNodeNames are readyNodes by name, sorted.

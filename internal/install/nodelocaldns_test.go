@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/deploy"
+	"github.com/yurtdns/yurtdns/internal/layout"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,10 +69,10 @@ func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 	for _, tc := range []struct {
 		profile, want, sa string
 	}{
-		{ProfileYurtTunnel, "yurthosts {\n        shards yurtdns-records\n        fallthrough\n    }", "coredns"},
-		{ProfileRaven, "yurthosts {\n        configmap kube-system/edge-tunnel-nodes\n        service kube-system/x-raven-proxy-internal-svc\n        shards yurtdns-records\n        fallthrough\n    }", "raven-proxy-dns"},
+		{layout.YurtTunnel, "yurthosts {\n        shards yurtdns-records\n        fallthrough\n    }", "coredns"},
+		{layout.Raven, "yurthosts {\n        configmap kube-system/edge-tunnel-nodes\n        service kube-system/x-raven-proxy-internal-svc\n        shards yurtdns-records\n        fallthrough\n    }", "raven-proxy-dns"},
 	} {
-		p, err := profileNamed(tc.profile)
+		p, err := layout.Named(tc.profile)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -40,28 +39,7 @@ var (
 	teardownNode   = nodeLocalAction{name: "teardown"}
 )
 
-// kubeletRecord is one node the step changed: the image its Jobs run (one
-// the cluster has) and when the kubelet began and stopped giving new pods
-// the node-local address (pods created in between resolve there). Without
-// Since the node only ran a cache (never switched): revert still tears
-// down its address.
-type kubeletRecord struct {
-	Node  string       `json:"node"`
-	Image string       `json:"image"`
-	Since *metav1.Time `json:"since,omitempty"`
-	Until *metav1.Time `json:"until,omitempty"`
-}
-
 func kubeletRecordKey(node string) string { return "kubelet " + node }
-
-// jobImage is the image the node's revert Jobs run: the one install ran
-// there, unless --sync-image names another.
-func (r *kubeletRecord) jobImage(o Options) string {
-	if o.SyncImage != "" {
-		return o.SyncImage
-	}
-	return r.Image
-}
 
 // kubeletJob runs `node-local-dns ACTION` on node, in the node's network
 // namespace (the cache's address, the kubelet's healthz on localhost), as

@@ -16,7 +16,6 @@ import (
 // ConfigMap and Service are all raven-proxy-dns), and the ConfigMap install
 // writes next to it.
 const (
-	ravenProxyDNS     = "raven-proxy-dns"
 	ravenProxyDNSYurt = "raven-proxy-dns-yurt"
 )
 
@@ -30,14 +29,14 @@ const (
 func ravenProxyDNSStep() Step {
 	read := func(ctx context.Context, env *Env) (*appsv1.Deployment, error) {
 		d := &appsv1.Deployment{}
-		if err := env.Client.Get(ctx, key(ravenProxyDNS), d); err != nil {
-			return nil, fmt.Errorf("reading Deployment %s: %w", ravenProxyDNS, err)
+		if err := env.Client.Get(ctx, key(tunnelnodes.RavenProxyDNSName), d); err != nil {
+			return nil, fmt.Errorf("reading Deployment %s: %w", tunnelnodes.RavenProxyDNSName, err)
 		}
 		return d, nil
 	}
-	h := handover{service: ravenProxyDNS, deployment: ravenProxyDNS}
+	h := handover{service: tunnelnodes.RavenProxyDNSName, deployment: tunnelnodes.RavenProxyDNSName}
 	edit := fieldEdit{
-		key: fmt.Sprintf("Deployment %s/%s pod template", tunnelnodes.Namespace, ravenProxyDNS),
+		key: fmt.Sprintf("Deployment %s/%s pod template", tunnelnodes.Namespace, tunnelnodes.RavenProxyDNSName),
 		get: func(ctx context.Context, env *Env) (string, bool, error) {
 			d, err := read(ctx, env)
 			if err != nil {
@@ -66,7 +65,7 @@ func ravenProxyDNSStep() Step {
 			// handover pod answers alone while the old pods drain and go.
 			// The handover pod's own drain, after the rollout, is the one that
 			// reports a pod that never got quiet.
-			_, err = handOff(ctx, env, ravenProxyDNS, old, map[string]string{handoverLabel: h.deployment}, func() error {
+			_, err = handOff(ctx, env, tunnelnodes.RavenProxyDNSName, old, map[string]string{handoverLabel: h.deployment}, func() error {
 				d.Spec.Template = tmpl
 				return env.Client.Update(ctx, d)
 			})
@@ -86,17 +85,17 @@ func ravenProxyDNSStep() Step {
 	}
 	rolledOut := func(ctx context.Context, env *Env) error {
 		var podIPs []string
-		return waitFor(ctx, env.Options.Timeout, "Deployment "+ravenProxyDNS+" not rolled out behind its Service",
-			both(deploymentRolledOut(env, ravenProxyDNS, &podIPs), serviceEndpointsReady(env, ravenProxyDNS, &podIPs)))
+		return waitFor(ctx, env.Options.Timeout, "Deployment "+tunnelnodes.RavenProxyDNSName+" not rolled out behind its Service",
+			both(deploymentRolledOut(env, tunnelnodes.RavenProxyDNSName, &podIPs), serviceEndpointsReady(env, tunnelnodes.RavenProxyDNSName, &podIPs)))
 	}
-	step := fieldStep("raven-proxy-dns", "Deployment "+ravenProxyDNS+" runs coredns-yurt with ConfigMap "+ravenProxyDNSYurt+
-		" (no records file mounted); rolled out behind Service "+ravenProxyDNS+", which a handover pod answered for meanwhile", edit, rolledOut)
+	step := fieldStep("raven-proxy-dns", "Deployment "+tunnelnodes.RavenProxyDNSName+" runs coredns-yurt with ConfigMap "+ravenProxyDNSYurt+
+		" (no records file mounted); rolled out behind Service "+tunnelnodes.RavenProxyDNSName+", which a handover pod answered for meanwhile", edit, rolledOut)
 	// The handover ends after the rollout, and one an interrupted run left
 	// goes too, whatever this run found to do.
 	endingHandover := func(run func(context.Context, *Env, *stepState) (Result, error)) func(context.Context, *Env, *stepState) (Result, error) {
 		return func(ctx context.Context, env *Env, ss *stepState) (Result, error) {
 			if !env.Options.DryRun {
-				if err := endHandOff(ctx, env, ravenProxyDNS); err != nil {
+				if err := endHandOff(ctx, env, tunnelnodes.RavenProxyDNSName); err != nil {
 					return Result{}, err
 				}
 			}
@@ -126,14 +125,14 @@ func swapRavenProxyDNS(spec *corev1.PodSpec, image string) error {
 		cm := spec.Volumes[i].ConfigMap
 		switch {
 		case cm == nil:
-		case cm.Name == ravenProxyDNS || cm.Name == ravenProxyDNSYurt:
+		case cm.Name == tunnelnodes.RavenProxyDNSName || cm.Name == ravenProxyDNSYurt:
 			cm.Name, corefileVolume = ravenProxyDNSYurt, spec.Volumes[i].Name
 		case cm.Name == tunnelnodes.RavenConfigMapName:
 			records = append(records, spec.Volumes[i].Name)
 		}
 	}
 	if corefileVolume == "" {
-		return fmt.Errorf("Deployment %s mounts no ConfigMap %s: not the layout of Raven's raven-proxy-dns.yaml", ravenProxyDNS, ravenProxyDNS)
+		return fmt.Errorf("Deployment %s mounts no ConfigMap %s: not the layout of Raven's raven-proxy-dns.yaml", tunnelnodes.RavenProxyDNSName, tunnelnodes.RavenProxyDNSName)
 	}
 	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return slices.Contains(records, v.Name) })
 	for i := range spec.Containers {

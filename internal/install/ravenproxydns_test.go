@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/yurtdns/yurtdns/internal/layout"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -20,7 +22,7 @@ func TestRavenCorefile(t *testing.T) {
 	var corefile string
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		var cm corev1.ConfigMap
-		if yaml.Unmarshal([]byte(doc), &cm) == nil && cm.Kind == "ConfigMap" && cm.Name == ravenProxyDNS {
+		if yaml.Unmarshal([]byte(doc), &cm) == nil && cm.Kind == "ConfigMap" && cm.Name == tunnelnodes.RavenProxyDNSName {
 			corefile = cm.Data[corefileKey]
 		}
 	}
@@ -30,11 +32,15 @@ func TestRavenCorefile(t *testing.T) {
 	}
 	want := strings.Replace(corefile, hosts, "yurthosts {\n        configmap kube-system/edge-tunnel-nodes\n"+
 		"        service kube-system/x-raven-proxy-internal-svc\n        shards yurtdns-records\n        fallthrough\n    }", 1)
-	got, changed, err := EnsureYurthosts(corefile, ravenYurthostsOptions)
+	raven, err := layout.Named(layout.Raven)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, changed, err := EnsureYurthosts(corefile, raven.YurthostsOptions)
 	if err != nil || !changed || got != want {
 		t.Fatalf("changed %v, err %v:\n%s\nwant:\n%s", changed, err, got, want)
 	}
-	if again, changed, _ := EnsureYurthosts(got, ravenYurthostsOptions); changed || again != got {
+	if again, changed, _ := EnsureYurthosts(got, raven.YurthostsOptions); changed || again != got {
 		t.Errorf("a second edit changed it:\n%s", again)
 	}
 }

@@ -153,3 +153,24 @@ func (s *state) save(ctx context.Context, c client.Client) error {
 	}
 	return nil
 }
+
+// kubeletRecord is one node the step changed: the image its Jobs run (one
+// the cluster has) and when the kubelet began and stopped giving new pods
+// the node-local address (pods created in between resolve there). Without
+// Since the node only ran a cache (never switched): revert still tears
+// down its address.
+type kubeletRecord struct {
+	Node  string       `json:"node"`
+	Image string       `json:"image"`
+	Since *metav1.Time `json:"since,omitempty"`
+	Until *metav1.Time `json:"until,omitempty"`
+}
+
+// jobImage is the image the node's revert Jobs run: the one install ran
+// there, unless --sync-image names another.
+func (r *kubeletRecord) jobImage(o Options) string {
+	if o.SyncImage != "" {
+		return o.SyncImage
+	}
+	return r.Image
+}

@@ -40,7 +40,7 @@ func mirrorPodName(component, node string) string { return component + "-" + nod
 func (k *KubeletWait) hash(ctx context.Context, component string) (hash string, found bool, err error) {
 	pod := &corev1.Pod{}
 	err = retryWhileAway(ctx, k.Timeout, "reading mirror pod "+k.mirrorPod(component), func(ctx context.Context) error {
-		return k.Client.Get(ctx, key(k.mirrorPod(component)), pod)
+		return k.Client.Get(ctx, client.ObjectKey{Namespace: tunnelnodes.Namespace, Name: k.mirrorPod(component)}, pod)
 	})
 	if apierrors.IsNotFound(err) {
 		return "", false, nil
@@ -55,7 +55,7 @@ func (k *KubeletWait) running(ctx context.Context, component string, newer bool,
 	return waitFor(ctx, k.Timeout, component+" not running the "+map[bool]string{true: "patched", false: "original"}[newer]+" manifest",
 		func(ctx context.Context) (bool, string, error) {
 			pod := &corev1.Pod{}
-			if err := k.Client.Get(ctx, key(name), pod); err != nil {
+			if err := k.Client.Get(ctx, client.ObjectKey{Namespace: tunnelnodes.Namespace, Name: name}, pod); err != nil {
 				return false, "", client.IgnoreNotFound(err) // the kubelet replaces the mirror pod
 			}
 			got := pod.Annotations[configHashAnnotation]

@@ -13,9 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// syncStep deploys tunnel-nodes-sync from deploy/, as `kubectl apply -k` would.
-func syncStep() Step { return syncStepOf("sync", deploy.TunnelNodesSync) }
-
 // syncDeployment is deploy/'s tunnel-nodes-sync Deployment, both profiles.
 const syncDeployment = "tunnel-nodes-sync"
 

@@ -10,10 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -22,25 +25,25 @@ import (
 // be (tunnel ClusterIP for edge nodes, InternalIP for cloud nodes): the
 // check an operator makes with dig from the apiserver host. It returns the
 // number of nodes whose answer is wrong.
-func VerifyDNS(ctx context.Context, env *Env, server string, edge labels.Selector, out io.Writer) (mismatches int, err error) {
+func VerifyDNS(ctx context.Context, c client.Reader, l layout.Layout, server string, edge labels.Selector, out io.Writer) (mismatches int, err error) {
 	if _, err := netip.ParseAddrPort(server); err != nil {
 		return 0, fmt.Errorf("--verify-dns %q: want IP:PORT, e.g. 10.96.0.10:53", server)
 	}
-	c := &dns.Client{Timeout: 2 * time.Second}
-	return verifyNodeNames(ctx, env, edge, out, func(_ context.Context, name string, v6 bool) ([]netip.Addr, error) {
+	dc := &dns.Client{Timeout: 2 * time.Second}
+	return verifyNodeNames(ctx, c, l, edge, out, func(_ context.Context, name string, v6 bool) ([]netip.Addr, error) {
 		qtype := dns.TypeA
 		if v6 {
 			qtype = dns.TypeAAAA
 		}
-		return resolve(c, server, name, qtype)
+		return resolve(dc, server, name, qtype)
 	})
 }
 
 // VerifyDNSWithResolver is VerifyDNS through r: with net.DefaultResolver,
 // the resolv.conf of where it runs (search domains, ndots and all), which
 // is the view of a process there, e.g. kube-apiserver's on its node.
-func VerifyDNSWithResolver(ctx context.Context, env *Env, r *net.Resolver, edge labels.Selector, out io.Writer) (mismatches int, err error) {
-	return verifyNodeNames(ctx, env, edge, out, func(ctx context.Context, name string, v6 bool) ([]netip.Addr, error) {
+func VerifyDNSWithResolver(ctx context.Context, c client.Reader, l layout.Layout, r *net.Resolver, edge labels.Selector, out io.Writer) (mismatches int, err error) {
+	return verifyNodeNames(ctx, c, l, edge, out, func(ctx context.Context, name string, v6 bool) ([]netip.Addr, error) {
 		network := "ip4"
 		if v6 {
 			network = "ip6"
@@ -58,18 +61,14 @@ func VerifyDNSWithResolver(ctx context.Context, env *Env, r *net.Resolver, edge 
 type lookupFunc func(ctx context.Context, name string, v6 bool) ([]netip.Addr, error)
 
 // verifyNodeNames resolves every node name with lookup and prints, per
-// node, the answer and the address the profile's rules say it should be.
-func verifyNodeNames(ctx context.Context, env *Env, edge labels.Selector, out io.Writer, lookup lookupFunc) (mismatches int, err error) {
-	p, err := profileNamed(env.Options.Profile)
-	if err != nil {
-		return 0, err
-	}
-	rules, err := profileRules(ctx, env, p)
+// node, the answer and the address the layout's rules say it should be.
+func verifyNodeNames(ctx context.Context, c client.Reader, l layout.Layout, edge labels.Selector, out io.Writer, lookup lookupFunc) (mismatches int, err error) {
+	rules, err := rulesNow(ctx, c, l)
 	if err != nil {
 		return 0, err
 	}
 	nodes := &corev1.NodeList{}
-	if err := env.Client.List(ctx, nodes); err != nil {
+	if err := c.List(ctx, nodes); err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}
 	for i := range nodes.Items {
@@ -77,7 +76,7 @@ func verifyNodeNames(ctx context.Context, env *Env, edge labels.Selector, out io
 		want, tunneled, reason := rules(&n)
 		kind := "cloud"
 		switch {
-		case tunneled && p.proxiesCloudNodes:
+		case tunneled && l.ProxiesCloudNodes:
 			kind = "proxy"
 		case tunneled:
 			kind = "edge"
@@ -140,4 +139,25 @@ func joinAddrs(addrs []netip.Addr) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, ",")
+}
+
+// rulesNow are the layout's rules for the cluster as it is now.
+func rulesNow(ctx context.Context, c client.Reader, l layout.Layout) (tunnelnodes.Rules, error) {
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, key(l.Service), svc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		svc = nil
+	}
+	var config map[string]string
+	if l.Config != "" {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, key(l.Config), cm); client.IgnoreNotFound(err) != nil {
+			return nil, err
+		}
+		config = cm.Data
+	}
+	rules, _ := l.Rules(config, tunnelnodes.TunnelClusterIP(svc))
+	return rules, nil
 }

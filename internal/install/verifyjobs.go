@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -55,8 +56,8 @@ func parseVerifyLog(log string) (report string, mismatches int, err error) {
 // verifyRBAC lets the Jobs list nodes and get what the profile's rules
 // read (the tunnel Service; under Raven its proxy Service and raven-cfg),
 // and nothing else.
-func verifyRBAC(p profile) []client.Object {
-	read := p.reads()
+func verifyRBAC(l layout.Layout) []client.Object {
+	read := l.Reads()
 	meta := func(ns string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: verifyDNSName, Namespace: ns, Labels: map[string]string{ManagedByLabel: "yurtdns", jobLabel: "verify-dns"}}
 	}
@@ -123,7 +124,7 @@ func verifyJob(node, image, edgeSelector, profile string, policy corev1.DNSPolic
 // answers and of nodes where the check could not run (each with its
 // reason). The Jobs and their RBAC are deleted afterwards, whatever happened.
 func VerifyDNSFromControlPlane(ctx context.Context, env *Env, edgeSelector string, out io.Writer) (mismatches, failed int, err error) {
-	p, err := profileNamed(env.Options.Profile)
+	l, err := layout.Named(env.Options.Profile)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -137,17 +138,17 @@ func VerifyDNSFromControlPlane(ctx context.Context, env *Env, edgeSelector strin
 	}
 	// What an interrupted run left goes first; all of it goes at the end,
 	// also when ctx is cancelled.
-	if err := cleanupVerify(ctx, env, p); err != nil {
+	if err := cleanupVerify(ctx, env, l); err != nil {
 		return 0, 0, err
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if cerr := cleanupVerify(cctx, env, p); cerr != nil && err == nil {
+		if cerr := cleanupVerify(cctx, env, l); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	for _, o := range verifyRBAC(p) {
+	for _, o := range verifyRBAC(l) {
 		if err := env.Client.Create(ctx, o); err != nil {
 			return 0, 0, fmt.Errorf("creating %T %s for the check: %w", o, verifyDNSName, err)
 		}
@@ -158,7 +159,7 @@ func VerifyDNSFromControlPlane(ctx context.Context, env *Env, edgeSelector strin
 		if err != nil {
 			return 0, 0, err
 		}
-		j := verifyJob(n, image, edgeSelector, p.name, policy, dnsConfig, env.Options.Timeout)
+		j := verifyJob(n, image, edgeSelector, l.Name, policy, dnsConfig, env.Options.Timeout)
 		if err := env.Client.Create(ctx, j); err != nil {
 			return 0, 0, fmt.Errorf("creating Job %s: %w", j.Name, err)
 		}
@@ -201,7 +202,7 @@ func verifyJobResult(ctx context.Context, env *Env, job string) (report string, 
 }
 
 // cleanupVerify deletes the check's Jobs (with their pods) and RBAC.
-func cleanupVerify(ctx context.Context, env *Env, p profile) error {
+func cleanupVerify(ctx context.Context, env *Env, l layout.Layout) error {
 	jobs := &batchv1.JobList{}
 	if err := env.Client.List(ctx, jobs, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{jobLabel: "verify-dns"}); err != nil {
 		return fmt.Errorf("listing the check's Jobs: %w", err)
@@ -210,7 +211,7 @@ func cleanupVerify(ctx context.Context, env *Env, p profile) error {
 	for i := range jobs.Items {
 		objs = append(objs, &jobs.Items[i])
 	}
-	for _, o := range append(objs, verifyRBAC(p)...) {
+	for _, o := range append(objs, verifyRBAC(l)...) {
 		err := env.Client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("cleaning up %T %s: %w", o, o.GetName(), err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	"github.com/miekg/dns"
@@ -58,7 +59,7 @@ func TestVerifyDNSWithResolver(t *testing.T) {
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	n, err := VerifyDNSWithResolver(ctx, &Env{Client: c}, r, labels.SelectorFromSet(labels.Set{"openyurt.io/is-edge-worker": "true"}), &out)
+	n, err := VerifyDNSWithResolver(ctx, c, yurtTunnel(t), r, labels.SelectorFromSet(labels.Set{"openyurt.io/is-edge-worker": "true"}), &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +112,8 @@ func TestVerifyJob(t *testing.T) {
 		policy    corev1.DNSPolicy
 		dnsConfig *corev1.PodDNSConfig
 	}{
-		{ProfileYurtTunnel, corev1.DNSClusterFirstWithHostNet, nil},
-		{ProfileRaven, corev1.DNSNone, ravenDNS}, // Raven's L7 docs: dnsPolicy None, raven-proxy-dns
+		{layout.YurtTunnel, corev1.DNSClusterFirstWithHostNet, nil},
+		{layout.Raven, corev1.DNSNone, ravenDNS}, // Raven's L7 docs: dnsPolicy None, raven-proxy-dns
 	} {
 		j := verifyJob("master-1", "docker.io/yurtdns/tunnel-nodes-sync:v1", "openyurt.io/is-edge-worker=true", tc.profile, tc.policy, tc.dnsConfig, time.Minute)
 		s := j.Spec.Template.Spec
@@ -129,7 +130,7 @@ func TestVerifyJob(t *testing.T) {
 			t.Errorf("%s: container: %+v", tc.profile, c)
 		}
 	}
-	if verifyJob("master-1", "i", "", ProfileYurtTunnel, "", nil, time.Minute).Name == verifyJob("master-2", "i", "", ProfileYurtTunnel, "", nil, time.Minute).Name {
+	if verifyJob("master-1", "i", "", layout.YurtTunnel, "", nil, time.Minute).Name == verifyJob("master-2", "i", "", layout.YurtTunnel, "", nil, time.Minute).Name {
 		t.Error("one Job name for two nodes")
 	}
 }
@@ -159,10 +160,10 @@ func TestAPIServerDNS(t *testing.T) {
 // and no longer the yurt-tunnel Service.
 func TestVerifyRBACFollowsProfile(t *testing.T) {
 	for profile, want := range map[string]string{
-		ProfileYurtTunnel: "services/" + tunnelnodes.ServiceName,
-		ProfileRaven:      "services/" + tunnelnodes.RavenServiceName + " configmaps/" + tunnelnodes.RavenGlobalConfigName,
+		layout.YurtTunnel: "services/" + tunnelnodes.ServiceName,
+		layout.Raven:      "services/" + tunnelnodes.RavenServiceName + " configmaps/" + tunnelnodes.RavenGlobalConfigName,
 	} {
-		p, err := profileNamed(profile)
+		p, err := layout.Named(profile)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,4 +179,13 @@ func TestVerifyRBACFollowsProfile(t *testing.T) {
 			t.Errorf("%s: the Role grants %v, want %s", profile, got, want)
 		}
 	}
+}
+
+func yurtTunnel(t *testing.T) layout.Layout {
+	t.Helper()
+	l, err := layout.Named(layout.YurtTunnel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -77,18 +77,6 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // controlledPods lists the pods in kube-system whose controller is one of owners.
 func controlledPods(ctx context.Context, env *Env, selector *metav1.LabelSelector, owners ...types.UID) ([]corev1.Pod, error) {
 	sel, err := metav1.LabelSelectorAsSelector(selector)

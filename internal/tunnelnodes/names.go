@@ -19,6 +19,13 @@ const (
 	// Raven, OpenYurt's other cloud-edge tunnel.
 	RavenConfigMapName = "edge-tunnel-nodes"
 	RavenServiceName   = "x-raven-proxy-internal-svc"
+	// RavenProxyDNSName is Raven's DNS Deployment (and its ServiceAccount
+	// and Service), where the apiserver resolves node names under Raven.
+	RavenProxyDNSName = "raven-proxy-dns"
+
+	// CoreDNSName is kubeadm's CoreDNS Deployment, ConfigMap and
+	// ServiceAccount.
+	CoreDNSName = "coredns"
 
 	// LeaderElectionID is the sync's leader Lease in Namespace (its
 	// --leader-election-id default); revert deletes it.

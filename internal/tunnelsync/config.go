@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,10 +21,11 @@ type Config struct {
 	Service      string
 	// ServerConfig is the tunnel server's config ConfigMap; empty disables port sync.
 	ServerConfig string
-	// RavenConfig is Raven's global config ConfigMap (raven-cfg): when set,
-	// the records follow Raven's rules (tunnelnodes.RavenRules) instead of
-	// the edge node selector.
-	RavenConfig      string
+	// Layout decides the record rules (internal/layout).
+	Layout layout.Layout
+	// RulesConfig is the ConfigMap the layout's rules read (Raven's
+	// raven-cfg); empty when they read none.
+	RulesConfig      string
 	EdgeNodeSelector labels.Selector
 	HTTPSTargetPort  int32
 	HTTPTargetPort   int32
@@ -39,19 +41,6 @@ type Config struct {
 	Debounce time.Duration
 }
 
-// Profile presets object names for a tunnel implementation.
-type Profile struct {
-	ConfigMap, Service, ServerConfig, RavenConfig string
-}
-
-// Profiles are the presets of --profile.
-var Profiles = map[string]Profile{
-	"yurt-tunnel": {ConfigMap: tunnelnodes.ConfigMapName, Service: tunnelnodes.ServiceName, ServerConfig: tunnelnodes.ServerConfigName},
-	// Raven keeps its proxy Service's ports itself (from its Gateways): the
-	// sync keeps only the records, by Raven's rules.
-	"raven": {ConfigMap: tunnelnodes.RavenConfigMapName, Service: tunnelnodes.RavenServiceName, RavenConfig: tunnelnodes.RavenGlobalConfigName},
-}
-
 // DefaultEdgeNodeSelector selects OpenYurt edge nodes.
 const DefaultEdgeNodeSelector = tunnelnodes.EdgeNodeLabel + "=true"
 
@@ -60,6 +49,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.Namespace == "" || c.ConfigMap == "" || c.ConfigMapKey == "" || c.Service == "":
 		return fmt.Errorf("namespace, configmap, configmap key and service must all be set")
+	case c.Layout.Rules == nil:
+		return fmt.Errorf("a layout must be set")
+	case c.RulesConfig != "" && c.Layout.Config == "":
+		return fmt.Errorf("the %s layout's rules read no config ConfigMap, not %s", c.Layout.Name, c.RulesConfig)
 	case c.EdgeNodeSelector == nil:
 		return fmt.Errorf("edge node selector must be set")
 	case c.HTTPSTargetPort < 1 || c.HTTPSTargetPort > 65535 || c.HTTPTargetPort < 1 || c.HTTPTargetPort > 65535:

@@ -54,7 +54,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	for _, c := range []struct {
 		name   string
 		reader *client.Reader
-	}{{r.cfg.ServerConfig, &r.serverConfig}, {r.cfg.RavenConfig, &r.ravenConfig}} {
+	}{{r.cfg.ServerConfig, &r.serverConfig}, {r.cfg.RulesConfig, &r.rulesConfig}} {
 		if c.name == "" {
 			continue
 		}

@@ -37,8 +37,9 @@ type Reconciler struct {
 	apiReader client.Reader
 	// serverConfig reads the tunnel server config; nil when port sync is off.
 	serverConfig client.Reader
-	// ravenConfig reads Raven's config; nil unless the profile is Raven's.
-	ravenConfig client.Reader
+	// rulesConfig reads the ConfigMap the layout's rules read; nil when
+	// they read none.
+	rulesConfig client.Reader
 	recorder    events.EventRecorder
 
 	trigger triggerClock
@@ -192,29 +193,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	return result, nil
 }
 
-// rules are the profile's rules for the cluster as it is now, and the
+// rules are the layout's rules for the cluster as it is now, and the
 // ClusterIPs the records are rendered for: the text carries them (an
 // annotation) so that every yurthosts replica remaps the same entries after
 // a Service recreation. ok is false when nothing must be written.
 func (r *Reconciler) rules(ctx context.Context, svc *corev1.Service) (rules tunnelnodes.Rules, clusterIPs string, ok bool, err error) {
-	tunnelIP := tunnelnodes.TunnelClusterIP(svc)
-	clusterIPs = tunnelnodes.FormatClusterIPs(tunnelnodes.ServiceClusterIPs(svc))
-	if r.ravenConfig != nil {
-		// Raven's rules, as yurt-manager's gateway-dns controller has them:
-		// without the proxy (or its ClusterIP) every node maps to its own address.
-		cfgKey := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.RavenConfig}
+	var config map[string]string
+	if r.rulesConfig != nil {
+		cfgKey := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.RulesConfig}
 		cfg := &corev1.ConfigMap{}
-		if err := r.ravenConfig.Get(ctx, cfgKey, cfg); client.IgnoreNotFound(err) != nil {
+		if err := r.rulesConfig.Get(ctx, cfgKey, cfg); client.IgnoreNotFound(err) != nil {
 			errorsTotal.WithLabelValues("api").Inc()
-			return nil, "", false, fmt.Errorf("reading Raven config %s: %w", cfgKey, err)
+			return nil, "", false, fmt.Errorf("reading the rules' config %s: %w", cfgKey, err)
 		}
-		enabled := tunnelnodes.RavenProxyEnabled(cfg.Data)
-		if !enabled || !tunnelIP.IsValid() {
-			clusterIPs = ""
-		}
-		return tunnelnodes.RavenRules(enabled, tunnelIP), clusterIPs, true, nil
+		config = cfg.Data
 	}
-	if !tunnelIP.IsValid() {
+	rules, toTunnel := r.cfg.Layout.Rules(config, tunnelnodes.TunnelClusterIP(svc))
+	switch {
+	case toTunnel:
+		return rules, tunnelnodes.FormatClusterIPs(tunnelnodes.ServiceClusterIPs(svc)), true, nil
+	case r.cfg.Layout.NeedsTunnel:
 		// Writing now would drop every edge node; yurthosts keeps answering
 		// the stored records (and follows a recreated Service by itself).
 		errorsTotal.WithLabelValues("no_tunnel_ip").Inc()
@@ -222,7 +220,7 @@ func (r *Reconciler) rules(ctx context.Context, svc *corev1.Service) (rules tunn
 			"service", r.cfg.Namespace+"/"+r.cfg.Service)
 		return nil, "", false, nil
 	}
-	return tunnelnodes.YurtTunnelRules(tunnelIP), clusterIPs, true, nil
+	return rules, "", true, nil
 }
 
 // syncRecords writes the entries' text and the annotations into the single

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -27,9 +28,19 @@ import (
 func yurtTunnelReconciler(t testing.TB, c client.Client) *Reconciler {
 	return &Reconciler{
 		cfg: Config{Namespace: tunnelnodes.Namespace, ConfigMap: tunnelnodes.ConfigMapName, ConfigMapKey: tunnelnodes.ConfigMapKey,
-			Service: tunnelnodes.ServiceName, EdgeNodeSelector: labels.SelectorFromSet(labels.Set{tunnelnodes.EdgeNodeLabel: "true"})},
+			Service: tunnelnodes.ServiceName, Layout: yurtTunnelLayout(t), EdgeNodeSelector: labels.SelectorFromSet(labels.Set{tunnelnodes.EdgeNodeLabel: "true"})},
 		client: c, apiReader: c, nodes: nodesOf(t, c),
 	}
+}
+
+// yurtTunnelLayout is the yurt-tunnel layout.
+func yurtTunnelLayout(t testing.TB) layout.Layout {
+	t.Helper()
+	l, err := layout.Named(layout.YurtTunnel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // nodesOf is a node store that listed the nodes c has.
@@ -137,7 +148,7 @@ func newReconcileFixture(t *testing.T, funcs *interceptor.Funcs) *reconcileFixtu
 	c := b.Build()
 	return &reconcileFixture{ctx: context.Background(), client: c, r: &Reconciler{
 		cfg: Config{Namespace: ns, ConfigMap: tunnelnodes.ConfigMapName, ConfigMapKey: tunnelnodes.ConfigMapKey,
-			Service: tunnelnodes.ServiceName, ServerConfig: tunnelnodes.ServerConfigName,
+			Service: tunnelnodes.ServiceName, ServerConfig: tunnelnodes.ServerConfigName, Layout: yurtTunnelLayout(t),
 			EdgeNodeSelector: labels.SelectorFromSet(labels.Set{tunnelnodes.EdgeNodeLabel: "true"}),
 			HTTPSTargetPort:  10263, HTTPTargetPort: 10264},
 		client: c, apiReader: c, serverConfig: c, recorder: events.NewFakeRecorder(10), nodes: nodesOf(t, c),

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
@@ -133,7 +134,7 @@ func TestInstallInterrupted(t *testing.T) {
 	}
 	// Every step with a write to kill at: prometheus makes none on this
 	// cluster (no prometheus-operator), so it is not killed here.
-	steps := slices.DeleteFunc(install.StepNames(), func(s string) bool { return s == "prometheus" })
+	steps := slices.DeleteFunc(layoutSteps(layout.YurtTunnel), func(s string) bool { return s == "prometheus" })
 	// stepCases kills cmd at each point of each step in turn: subtests
 	// <step>/<point> of t.
 	stepCases := func(t *testing.T, cmd string) {
@@ -220,7 +221,7 @@ func newInterruptCluster(t *testing.T) *interruptCluster {
 	}
 	c.installed, c.created, c.state = k.snapshot(t), k.createdObjects(t), k.installState(t)
 	// Every step records its state but prometheus, skipped here (no prometheus-operator).
-	if len(c.created) == 0 || len(c.state) != len(install.StepNames())-1 {
+	if len(c.created) == 0 || len(c.state) != len(layoutSteps(layout.YurtTunnel))-1 {
 		t.Fatalf("uninterrupted install created %d objects and recorded %d steps", len(c.created), len(c.state))
 	}
 	if out, err := k.run(t, "revert"); err != nil {
@@ -250,7 +251,7 @@ type interruptResult struct {
 // checks the outcome against an uninterrupted install, reverts, and checks
 // the originals are back; res says how it went so far.
 func (c *interruptCluster) interrupt(t *testing.T, i int, point string, res *interruptResult) {
-	step := install.StepNames()[i]
+	step := layoutSteps(layout.YurtTunnel)[i]
 	gen0 := c.kubeProxy(t).Generation
 	c.kill(t, "install", i, point, nil)
 	if point == midStep {
@@ -315,7 +316,7 @@ func (c *interruptCluster) rerunInstall(t *testing.T, gen0 int64, res *interrupt
 // went so far.
 func (c *interruptCluster) interruptRevert(t *testing.T, i int, point string, res *interruptResult) {
 	ctx := context.Background()
-	step := install.StepNames()[i]
+	step := layoutSteps(layout.YurtTunnel)[i]
 	c.install(t)
 	// In the middle of coredns-daemonset the kill comes right after the
 	// Deployment was scaled back, before its pods are up (the stand-in
@@ -394,7 +395,7 @@ func (c *interruptCluster) kubeProxy(t *testing.T) *appsv1.DaemonSet {
 // made).
 func (c *interruptCluster) kill(t *testing.T, cmd string, i int, point string, onArm func()) *harness.KillProxy {
 	t.Helper()
-	steps := install.StepNames()
+	steps := layoutSteps(layout.YurtTunnel)
 	step := steps[i]
 	kp := newKillProxy(t, c.ControlPlane, cmd, step, point, onArm)
 	args := installFlags
@@ -486,7 +487,7 @@ func allApplied(status string) bool {
 			applied[f[0]] = true
 		}
 	}
-	for _, s := range install.StepNames() {
+	for _, s := range layoutSteps(layout.YurtTunnel) {
 		if !applied[s] {
 			return false
 		}
@@ -663,7 +664,7 @@ func (r *interruptRule) progress(ctx context.Context) (done, begun bool) {
 	if r.cmd == "install" {
 		return ok && s.Applied, ok && !s.Applied
 	}
-	steps := install.StepNames()
+	steps := layoutSteps(layout.YurtTunnel)
 	for _, later := range steps[slices.Index(steps, r.step)+1:] {
 		if _, ok := cm.Data[later]; ok {
 			return false, false // not reverted yet

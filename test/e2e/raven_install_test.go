@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
@@ -160,14 +161,14 @@ func TestRavenInstallRevert(t *testing.T) {
 	// --profile raven, revert and status refuse Raven's state.
 	installed := ravenSnapshot(t, cp)
 	out, err = runSync(t, cp, "install", "--profile", "raven", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test")
-	if n, want := strings.Count(out, "already applied"), len(install.ProfileStepNames(install.ProfileRaven)); err != nil || n != want {
+	if n, want := strings.Count(out, "already applied"), len(layoutSteps(layout.Raven)); err != nil || n != want {
 		t.Errorf("second install (%v): %d steps already applied, want %d:\n%s", err, n, want, out)
 	}
 	if changed := diffSnapshots(installed, ravenSnapshot(t, cp)); len(changed) > 0 {
 		t.Errorf("second install changed %v", changed)
 	}
 	out, err = runSync(t, cp, "status", "--profile", "raven")
-	for _, step := range install.ProfileStepNames(install.ProfileRaven) {
+	for _, step := range layoutSteps(layout.Raven) {
 		if !strings.Contains(out, fmt.Sprintf("%-18s applied", step)) { // a detail may follow
 			t.Errorf("status (%v): %s not applied:\n%s", err, step, out)
 		}

@@ -5,50 +5,45 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-func (o Options) validate() error {
-	p, err := profileNamed(o.Profile)
-	if err != nil {
-		return err
-	}
-	for _, s := range o.Skip {
-		if names := p.stepNames(); !slices.Contains(names, s) {
-			return fmt.Errorf("--skip %q: unknown step (steps: %s)", s, strings.Join(names, ","))
-		}
-	}
-	for _, sm := range []string{o.KubeletServiceMonitor, o.NodeExporterServiceMonitor} {
-		if _, err := ParseNamespacedName(sm); sm != "" && err != nil {
-			return fmt.Errorf("ServiceMonitor %w", err)
-		}
-	}
-	return nil
+// Runner runs one layout's steps, as kubeadm's workflow runs its phases:
+// install in order, revert backwards, status for each.
+type Runner struct {
+	// Steps are the layout's steps, then the opt-in ones.
+	Steps []Step
+	// Preflight refuses a cluster the layout does not fit, before install
+	// changes anything.
+	Preflight func(context.Context, *Env, io.Writer) error
+	// Owner names the other layout whose steps include step, or "": a state
+	// that holds such a step was written by an install of that layout.
+	Owner func(step string) string
 }
 
 // Install runs the steps in order, printing a line per step. A step that
 // fails stops the run; what earlier steps did is recorded, so running
 // install again carries on from there.
-func Install(ctx context.Context, env *Env, out io.Writer) error {
-	if err := env.Options.validate(); err != nil {
-		return err
-	}
-	st, p, err := loadProfileState(ctx, env)
+func (r Runner) Install(ctx context.Context, env *Env, out io.Writer) error {
+	st, err := r.loadState(ctx, env)
 	if err != nil {
 		return err
 	}
-	if err := preflight(ctx, env, p, out); err != nil {
+	if err := r.Preflight(ctx, env, out); err != nil {
 		return err
 	}
-	for _, step := range p.allSteps() {
+	for _, step := range r.Steps {
 		if slices.Contains(env.Options.Skip, step.Name) {
 			fmt.Fprintf(out, "[%s] skipped\n", step.Name)
 			continue
 		}
 		ss := st.step(step.Name)
-		res, err := runStep(ctx, env, out, step.Name, step.Install, ss, "step")
+		install := step.Install
+		if step.Enabled != nil && !step.Enabled(env.Options) {
+			install = notRequested(step.OptIn)
+		}
+		res, err := runStep(ctx, env, out, step.Name, install, ss, "step")
 		if err != nil {
 			return err
 		}
@@ -61,6 +56,16 @@ func Install(ctx context.Context, env *Env, out io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// notRequested is the install of an opt-in step its flag did not ask for.
+func notRequested(flag string) func(context.Context, *Env, *stepState) (Result, error) {
+	return func(_ context.Context, _ *Env, ss *stepState) (Result, error) {
+		if ss.Applied {
+			return Result{Skipped: true, Summary: "applied earlier, left as it is (without " + flag + "; revert removes it)"}, nil
+		}
+		return Result{Skipped: true, Summary: "not requested (" + flag + ")"}, nil
+	}
 }
 
 // runStep runs one step's install or revert and prints its line; what
@@ -76,12 +81,12 @@ func runStep(ctx context.Context, env *Env, out io.Writer, name string, run func
 }
 
 // Revert undoes the recorded changes, last step first.
-func Revert(ctx context.Context, env *Env, out io.Writer) error {
-	st, p, err := loadProfileState(ctx, env)
+func (r Runner) Revert(ctx context.Context, env *Env, out io.Writer) error {
+	st, err := r.loadState(ctx, env)
 	if err != nil {
 		return err
 	}
-	steps := p.allSteps()
+	steps := slices.Clone(r.Steps)
 	slices.Reverse(steps)
 	for _, step := range steps {
 		// A step with records but not applied is one an install was
@@ -124,13 +129,13 @@ type StatusReport struct {
 }
 
 // Status reports each step.
-func Status(ctx context.Context, env *Env) ([]StatusReport, error) {
-	st, p, err := loadProfileState(ctx, env)
+func (r Runner) Status(ctx context.Context, env *Env) ([]StatusReport, error) {
+	st, err := r.loadState(ctx, env)
 	if err != nil {
 		return nil, err
 	}
 	var reports []StatusReport
-	for _, step := range p.allSteps() {
+	for _, step := range r.Steps {
 		s, detail, err := step.Status(ctx, env, st.step(step.Name))
 		if err != nil {
 			return nil, fmt.Errorf("status of step %s: %w", step.Name, err)
@@ -138,6 +143,24 @@ func Status(ctx context.Context, env *Env) ([]StatusReport, error) {
 		reports = append(reports, StatusReport{Step: step.Name, Status: s, Detail: detail})
 	}
 	return reports, nil
+}
+
+// loadState is loadState refusing a state that an install of another
+// layout wrote: its steps would be skipped as "not applied".
+func (r Runner) loadState(ctx context.Context, env *Env) (*state, error) {
+	st, err := loadState(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	for name := range st.steps {
+		if slices.ContainsFunc(r.Steps, func(s Step) bool { return s.Name == name }) {
+			continue
+		}
+		if owner := r.Owner(name); owner != "" {
+			return nil, fmt.Errorf("the install state holds step %s of --profile %s: run with --profile %s", name, owner, owner)
+		}
+	}
+	return st, nil
 }
 
 func printResult(out io.Writer, name string, res Result, dryRun bool) {

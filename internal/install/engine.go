@@ -35,8 +35,8 @@ type Options struct {
 	// are what the prometheus step relabels; empty: kube-prometheus's.
 	KubeletServiceMonitor      string
 	NodeExporterServiceMonitor string
-	// Profile is the tunnel layout, which decides the steps (see profiles;
-	// "" is the first).
+	// Profile is the tunnel layout, which decides the steps (see
+	// internal/layout; "" is the default).
 	Profile string
 	// NodeLocalDNS runs the node-local-dns step (it is skipped otherwise).
 	NodeLocalDNS bool
@@ -95,7 +95,12 @@ const (
 
 // Step is one named, idempotent, reversible part of the surgery.
 type Step struct {
-	Name    string
+	Name string
+	// OptIn is the flag that asks for a step every layout runs last only
+	// when asked to ("" for the layout's own steps); Enabled says whether
+	// the options ask for it.
+	OptIn   string
+	Enabled func(Options) bool
 	Install func(context.Context, *Env, *stepState) (Result, error)
 	Revert  func(context.Context, *Env, *stepState) (Result, error)
 	Status  func(context.Context, *Env, *stepState) (StepStatus, string, error)
