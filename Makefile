@@ -105,17 +105,19 @@ deps:
 		$(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
 	fi
 
-## test: vet, unit + integration + e2e tests with -race (every fuzz test's seed and regression
-## corpus in testdata/fuzz runs as a test), and test/promrelabel's (its own module: Prometheus's
-## relabel code); then, alone on the machine's cores, the tests on the
+## test: vet, the unit and integration tests with -race (every fuzz test's seed and regression
+## corpus in testdata/fuzz runs as a test), the end-to-end tests under test/ without it (they
+## drive the real binaries, which -race would not instrument), and test/promrelabel's (its own
+## module: Prometheus's relabel code); then, alone on the machine's cores, the tests on the
 ## real two-node kubeadm cluster (test/cluster, test/realcluster; root); then each fuzz target
 ## fuzzes for TEST_FUZZTIME.
 CLUSTER_PKGS := ./test/cluster ./test/realcluster
 test: prereqs
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /test/cluster -e /test/realcluster)
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /test/)
+	$(GO) test -count=1 -timeout 30m $$($(GO) list ./test/... | grep -v -e /test/cluster -e /test/realcluster)
 	cd test/promrelabel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
-	$(GO) test -race -count=1 -p 1 -timeout 30m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; exit $${PIPESTATUS[0]}
+	$(GO) test -count=1 -p 1 -timeout 30m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; exit $${PIPESTATUS[0]}
 	hack/fuzz.sh $(TEST_FUZZTIME)
 
 ## fuzz: every Go fuzz test for FUZZTIME each (default 1m; FUZZTIME=10m for a soak).

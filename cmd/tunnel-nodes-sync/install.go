@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/install/steps"
+	"github.com/yurtdns/yurtdns/internal/install/verify"
 	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
 	"github.com/yurtdns/yurtdns/internal/tunnelsync"
@@ -32,7 +35,7 @@ var (
 // surgeryFlags are shared by install, revert and status.
 type surgeryFlags struct {
 	kubeconfig string
-	opts       install.Options
+	opts       engine.Options
 }
 
 func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
@@ -43,9 +46,9 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 	fl.StringVar(&f.opts.NodeName, "node-name", hostname(), "The node whose kubelet runs --manifests-dir (its mirror pods are waited for after each manifest)")
 	fl.DurationVar(&f.opts.Timeout, "timeout", 5*time.Minute, "How long to wait for each change to be live (pods Ready, a restarted component back) before failing")
 	fl.StringVar(&f.opts.Profile, "profile", layout.YurtTunnel, "The tunnel layout: "+install.Describe())
-	fl.StringVar(&f.opts.KubeletServiceMonitor, "kubelet-servicemonitor", install.DefaultKubeletServiceMonitor,
+	fl.StringVar(&f.opts.KubeletServiceMonitor, "kubelet-servicemonitor", steps.DefaultKubeletServiceMonitor,
 		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of the kubelets, for the prometheus step")
-	fl.StringVar(&f.opts.NodeExporterServiceMonitor, "node-exporter-servicemonitor", install.DefaultNodeExporterServiceMonitor,
+	fl.StringVar(&f.opts.NodeExporterServiceMonitor, "node-exporter-servicemonitor", steps.DefaultNodeExporterServiceMonitor,
 		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of node-exporter, for the prometheus step")
 	if withInstallFlags {
 		fl.BoolVar(&f.opts.DryRun, "dry-run", false, "Print a unified diff of every change and change nothing")
@@ -85,7 +88,7 @@ func newClient(kubeconfig string) (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
 }
 
-func (f *surgeryFlags) env() (*install.Env, error) {
+func (f *surgeryFlags) env() (*engine.Env, error) {
 	if f.opts.ControlPlaneJobs && f.opts.ManifestsDir != "" {
 		return nil, fmt.Errorf("--control-plane-jobs and --manifests-dir exclude each other")
 	}
@@ -102,7 +105,7 @@ func (f *surgeryFlags) env() (*install.Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &install.Env{Client: c, Clientset: cs, Options: f.opts}, nil
+	return &engine.Env{Client: c, Clientset: cs, Options: f.opts}, nil
 }
 
 func newInstallCommand() *cobra.Command {
@@ -110,7 +113,7 @@ func newInstallCommand() *cobra.Command {
 	cmd := f.command(install.Install, "install", "Turn the cluster's DNS into yurtdns, step by step (idempotent; see revert)")
 	cmd.Long = "Steps, in order, per --profile: " + install.Describe() + ".\n" +
 		"Each step says what it changed or that it was already applied; what it changed is recorded in\n" +
-		"ConfigMap kube-system/" + install.StateConfigMap + " so that revert restores exactly that."
+		"ConfigMap kube-system/" + engine.StateConfigMap + " so that revert restores exactly that."
 	f.register(cmd, true)
 	return cmd
 }
@@ -125,7 +128,7 @@ func newRevertCommand() *cobra.Command {
 }
 
 // command is a subcommand that runs run with the environment f's flags make.
-func (f *surgeryFlags) command(run func(context.Context, *install.Env, io.Writer) error, use, short string) *cobra.Command {
+func (f *surgeryFlags) command(run func(context.Context, *engine.Env, io.Writer) error, use, short string) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
 		Short: short,
@@ -165,7 +168,7 @@ func newStatusCommand() *cobra.Command {
 					line += " (" + r.Detail + ")"
 				}
 				fmt.Fprintln(out, line)
-				if r.Status == install.Drifted {
+				if r.Status == engine.Drifted {
 					drifted++
 				}
 			}
@@ -180,7 +183,7 @@ func newStatusCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if mismatches, err = install.VerifyDNS(cmd.Context(), env.Client, l, verifyDNS, selector, out); err != nil {
+				if mismatches, err = verify.VerifyDNS(cmd.Context(), env.Client, l, verifyDNS, selector, out); err != nil {
 					return err
 				}
 			}
@@ -189,7 +192,7 @@ func newStatusCommand() *cobra.Command {
 					return fmt.Errorf("--edge-node-selector: %w", err)
 				}
 				fmt.Fprintln(out)
-				wrong, failed, err := install.VerifyDNSFromControlPlane(cmd.Context(), env, edgeSelector, out)
+				wrong, failed, err := verify.VerifyDNSFromControlPlane(cmd.Context(), env, edgeSelector, out)
 				if err != nil {
 					return err
 				}

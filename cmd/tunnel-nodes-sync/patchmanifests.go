@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/staticpod"
 
 	"github.com/spf13/cobra"
 )
@@ -22,21 +22,21 @@ func newPatchManifestsCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			opts := install.ManifestOptions{DryRun: dryRun, TestOnlyExtraFlags: extraFlags}
+			opts := staticpod.ManifestOptions{DryRun: dryRun, TestOnlyExtraFlags: extraFlags}
 			if kubeconfig != "" && !dryRun {
 				c, err := newClient(kubeconfig)
 				if err != nil {
 					return err
 				}
-				opts.Kubelet = &install.KubeletWait{Client: c, Node: nodeName, Timeout: timeout}
+				opts.Kubelet = &staticpod.KubeletWait{Client: c, Node: nodeName, Timeout: timeout}
 			}
 			if revert {
-				restored, kept, err := install.RestoreManifests(cmd.Context(), manifestsDir, backupDir, opts)
+				restored, kept, err := staticpod.RestoreManifests(cmd.Context(), manifestsDir, backupDir, opts)
 				if err != nil {
 					return err
 				}
 				for _, p := range restored {
-					fmt.Fprintf(out, "%s: restored from %s\n", p, install.BackupPath(backupDir, p))
+					fmt.Fprintf(out, "%s: restored from %s\n", p, staticpod.BackupPath(backupDir, p))
 				}
 				for _, p := range kept {
 					fmt.Fprintf(out, "%s: changed since it was patched, left as it is\n", p)
@@ -46,7 +46,7 @@ func newPatchManifestsCommand() *cobra.Command {
 				}
 				return nil
 			}
-			changes, err := install.PatchManifests(cmd.Context(), manifestsDir, backupDir, opts)
+			changes, err := staticpod.PatchManifests(cmd.Context(), manifestsDir, backupDir, opts)
 			for _, c := range changes {
 				switch {
 				case !c.Changed:
@@ -54,7 +54,7 @@ func newPatchManifestsCommand() *cobra.Command {
 				case dryRun:
 					fmt.Fprint(out, c.Diff)
 				default:
-					line := fmt.Sprintf("%s: patched (original in %s)", c.Path, install.BackupPath(backupDir, c.Path))
+					line := fmt.Sprintf("%s: patched (original in %s)", c.Path, staticpod.BackupPath(backupDir, c.Path))
 					if c.Note != "" {
 						line += "; " + c.Note
 					}

@@ -5,7 +5,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/install/verify"
 	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelsync"
 
@@ -21,7 +21,7 @@ import (
 func newVerifyNodeDNSCommand() *cobra.Command {
 	var kubeconfig, edgeSelector, profile string
 	cmd := &cobra.Command{
-		Use:    install.VerifyDNSCommand,
+		Use:    verify.VerifyDNSCommand,
 		Short:  "Resolve every node name with this host's resolver and compare (run by status --verify-dns-from-control-plane)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
@@ -39,12 +39,12 @@ func newVerifyNodeDNSCommand() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			n, err := install.VerifyDNSWithResolver(cmd.Context(), c, l, net.DefaultResolver, selector, out)
+			n, err := verify.VerifyDNSWithResolver(cmd.Context(), c, l, net.DefaultResolver, selector, out)
 			if err != nil {
 				return err
 			}
 			// Wrong answers are the report, not a failure of the check.
-			fmt.Fprintln(out, install.VerifySummary(n))
+			fmt.Fprintln(out, verify.VerifySummary(n))
 			return nil
 		},
 	}

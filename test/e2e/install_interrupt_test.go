@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
@@ -469,7 +469,7 @@ func (c *interruptCluster) revert(t *testing.T, kubeconfig string) (restored boo
 		restored = false
 		t.Errorf("revert left objects install created: %v", slices.Sorted(maps.Keys(left)))
 	}
-	if _, err := c.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(context.Background(), install.StateConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := c.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(context.Background(), engine.StateConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		restored = false
 		t.Errorf("install state after revert: %v", err)
 	}
@@ -499,7 +499,7 @@ func allApplied(status string) bool {
 // absent, empty when it records no step).
 func (k *kubeadmCluster) installState(t *testing.T) map[string]string {
 	t.Helper()
-	cm, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(context.Background(), install.StateConfigMap, metav1.GetOptions{})
+	cm, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(context.Background(), engine.StateConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -537,7 +537,7 @@ func (k *kubeadmCluster) createdObjects(t *testing.T) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	ns := tunnelnodes.Namespace
-	opts := metav1.ListOptions{LabelSelector: install.ManagedByLabel + "=yurtdns"}
+	opts := metav1.ListOptions{LabelSelector: engine.ManagedByLabel + "=yurtdns"}
 	out := map[string]string{}
 	add := func(kind string, list any, err error) {
 		if err != nil {
@@ -553,7 +553,7 @@ func (k *kubeadmCluster) createdObjects(t *testing.T) map[string]string {
 		for _, o := range l.Items {
 			meta, _ := o["metadata"].(map[string]any)
 			name, _ := meta["name"].(string)
-			if kind == "ConfigMap" && name == install.StateConfigMap {
+			if kind == "ConfigMap" && name == engine.StateConfigMap {
 				continue
 			}
 			for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "managedFields", "generation"} {
@@ -610,7 +610,7 @@ func newKillProxy(t *testing.T, cp *harness.ControlPlane, cmd, step, point strin
 
 // isStateWrite: the request writes the install state.
 func isStateWrite(req *http.Request) bool {
-	return strings.HasSuffix(req.URL.Path, "/configmaps/"+install.StateConfigMap)
+	return strings.HasSuffix(req.URL.Path, "/configmaps/"+engine.StateConfigMap)
 }
 
 func (r *interruptRule) beforeSend(req *http.Request, what string, write bool) string {
@@ -652,7 +652,7 @@ func (r *interruptRule) afterWrite(req *http.Request, what string) string {
 // applied once done, after the write-ahead record of its first change;
 // revert goes last step first and deletes each step's entry once done.
 func (r *interruptRule) progress(ctx context.Context) (done, begun bool) {
-	cm, err := r.cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, install.StateConfigMap, metav1.GetOptions{})
+	cm, err := r.cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, engine.StateConfigMap, metav1.GetOptions{})
 	if err != nil {
 		return false, false
 	}

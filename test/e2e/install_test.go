@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
@@ -327,7 +327,7 @@ func TestInstallRevert(t *testing.T) {
 		"Deployment tunnel-nodes-sync": getErr(k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})),
 		"Role yurtdns:coredns":         getErr(k.Client.RbacV1().Roles(tunnelnodes.Namespace).Get(ctx, "yurtdns:coredns", metav1.GetOptions{})),
 		"ConfigMap coredns-yurt":       getErr(k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns-yurt", metav1.GetOptions{})),
-		"install state":                getErr(k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, install.StateConfigMap, metav1.GetOptions{})),
+		"install state":                getErr(k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, engine.StateConfigMap, metav1.GetOptions{})),
 	} {
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("%s after revert: %v", what, err)
@@ -431,7 +431,7 @@ func TestInstallKubeProxyNeedsYurthub(t *testing.T) {
 		t.Errorf("revert left %v changed", changed)
 	}
 	// The skipped step's entry held nothing to undo: the state goes too.
-	if _, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, install.StateConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, engine.StateConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("install state after a full revert: %v", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/deploy"
-	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
@@ -452,7 +452,7 @@ func applyRBAC(t harness.TB, cp *harness.ControlPlane) {
 			if labels == nil {
 				labels = map[string]string{}
 			}
-			labels[install.ManagedByLabel] = "yurtdns"
+			labels[engine.ManagedByLabel] = "yurtdns"
 			o.SetLabels(labels)
 			if o.GetKind() != "Deployment" {
 				real = append(real, o)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/install/steps"
 	"github.com/yurtdns/yurtdns/test/harness"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,8 +69,8 @@ func TestInstallPrometheus(t *testing.T) {
 
 	out := run("install", only, "--dry-run")
 	for _, want := range []string{"[prometheus] would: ServiceMonitor monitoring/kubelet, monitoring/node-exporter: targets scraped by node name",
-		"+++ ServiceMonitor monitoring/kubelet spec.endpoints[*].relabelings (yurtdns)", "+    - " + install.KubeletNodeNameLabel,
-		"+    - " + install.NodeExporterNodeNameLabel} {
+		"+++ ServiceMonitor monitoring/kubelet spec.endpoints[*].relabelings (yurtdns)", "+    - " + steps.KubeletNodeNameLabel,
+		"+    - " + steps.NodeExporterNodeNameLabel} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}
@@ -83,11 +83,11 @@ func TestInstallPrometheus(t *testing.T) {
 	if !strings.Contains(out, "[prometheus] ServiceMonitor monitoring/kubelet, monitoring/node-exporter: targets scraped by node name (__address__ relabelled)") {
 		t.Errorf("install:\n%s", out)
 	}
-	for name, label := range map[string]string{"kubelet": install.KubeletNodeNameLabel, "node-exporter": install.NodeExporterNodeNameLabel} {
+	for name, label := range map[string]string{"kubelet": steps.KubeletNodeNameLabel, "node-exporter": steps.NodeExporterNodeNameLabel} {
 		endpoints, _, _ := unstructured.NestedSlice(get(name).Object, "spec", "endpoints")
 		for i, e := range endpoints {
 			rules := e.(map[string]any)["relabelings"].([]any)
-			if !reflect.DeepEqual(rules[len(rules)-1], install.NodeNameRelabeling(label)) {
+			if !reflect.DeepEqual(rules[len(rules)-1], steps.NodeNameRelabeling(label)) {
 				t.Errorf("%s endpoint %d: relabelings %v", name, i, rules)
 			}
 		}
@@ -102,7 +102,7 @@ func TestInstallPrometheus(t *testing.T) {
 
 	out = run("revert", "--dry-run")
 	if !strings.Contains(out, "[prometheus] would: restored ServiceMonitor monitoring/kubelet spec.endpoints[*].relabelings") ||
-		!strings.Contains(out, "-    - "+install.KubeletNodeNameLabel) || get("kubelet").GetResourceVersion() != installed {
+		!strings.Contains(out, "-    - "+steps.KubeletNodeNameLabel) || get("kubelet").GetResourceVersion() != installed {
 		t.Errorf("revert --dry-run:\n%s", out)
 	}
 	run("revert")

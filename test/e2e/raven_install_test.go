@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yurtdns/yurtdns/internal/install"
+	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
@@ -200,7 +200,7 @@ func TestRavenInstallRevert(t *testing.T) {
 		"ConfigMap raven-proxy-dns-yurt": getErr(cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, "raven-proxy-dns-yurt", metav1.GetOptions{})),
 		"Role yurtdns:raven-proxy-dns":   getErr(cp.Client.RbacV1().Roles(ns).Get(ctx, "yurtdns:raven-proxy-dns", metav1.GetOptions{})),
 		"Deployment tunnel-nodes-sync":   getErr(cp.Client.AppsV1().Deployments(ns).Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})),
-		"install state":                  getErr(cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, install.StateConfigMap, metav1.GetOptions{})),
+		"install state":                  getErr(cp.Client.CoreV1().ConfigMaps(ns).Get(ctx, engine.StateConfigMap, metav1.GetOptions{})),
 	} {
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("%s after revert: %v", what, err)

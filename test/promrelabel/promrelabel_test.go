@@ -4,8 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/yurtdns/yurtdns/internal/install"
-
+	"github.com/yurtdns/yurtdns/internal/install/steps"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -22,7 +21,7 @@ func relabelled(t *testing.T, file, nodeNameLabel string) []any {
 	if err := yaml.Unmarshal(b, &sm.Object); err != nil {
 		t.Fatal(err)
 	}
-	if err := install.AddNodeNameRelabeling(sm, nodeNameLabel); err != nil {
+	if err := steps.AddNodeNameRelabeling(sm, nodeNameLabel); err != nil {
 		t.Fatal(err)
 	}
 	endpoints, _, err := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
@@ -37,21 +36,21 @@ func relabelled(t *testing.T, file, nodeNameLabel string) []any {
 // points it at the Node) and of its node-exporter pod, scrapes worker-1:10250
 // and worker-1:9100; IPv6 keeps its port; without a node name the address stays.
 func TestServiceMonitorTargetByNodeName(t *testing.T) {
-	kubelet := map[string]string{"__address__": "192.168.0.21:10250", install.KubeletNodeNameLabel: "worker-1",
+	kubelet := map[string]string{"__address__": "192.168.0.21:10250", steps.KubeletNodeNameLabel: "worker-1",
 		"__meta_kubernetes_endpoint_address_target_kind": "Node", "__metrics_path__": "/metrics/cadvisor", "__scheme__": "https"}
-	exporter := map[string]string{"__address__": "192.168.0.21:9100", install.NodeExporterNodeNameLabel: "worker-1",
+	exporter := map[string]string{"__address__": "192.168.0.21:9100", steps.NodeExporterNodeNameLabel: "worker-1",
 		"__meta_kubernetes_pod_name": "node-exporter-abcde", "__metrics_path__": "/metrics"}
 	for _, c := range []struct {
 		file, label string
 		discovered  map[string]string
 		want        string
 	}{
-		{"kubelet-servicemonitor.yaml", install.KubeletNodeNameLabel, kubelet, "worker-1:10250"},
-		{"node-exporter-servicemonitor.yaml", install.NodeExporterNodeNameLabel, exporter, "worker-1:9100"},
-		{"kubelet-servicemonitor.yaml", install.KubeletNodeNameLabel,
-			map[string]string{"__address__": "[fd00::21]:10250", install.KubeletNodeNameLabel: "worker-1"}, "worker-1:10250"},
-		{"kubelet-servicemonitor.yaml", install.KubeletNodeNameLabel,
-			map[string]string{"__address__": "192.168.0.21:10250", install.KubeletNodeNameLabel: ""}, "192.168.0.21:10250"},
+		{"kubelet-servicemonitor.yaml", steps.KubeletNodeNameLabel, kubelet, "worker-1:10250"},
+		{"node-exporter-servicemonitor.yaml", steps.NodeExporterNodeNameLabel, exporter, "worker-1:9100"},
+		{"kubelet-servicemonitor.yaml", steps.KubeletNodeNameLabel,
+			map[string]string{"__address__": "[fd00::21]:10250", steps.KubeletNodeNameLabel: "worker-1"}, "worker-1:10250"},
+		{"kubelet-servicemonitor.yaml", steps.KubeletNodeNameLabel,
+			map[string]string{"__address__": "192.168.0.21:10250", steps.KubeletNodeNameLabel: ""}, "192.168.0.21:10250"},
 	} {
 		for i, e := range relabelled(t, c.file, c.label) {
 			got, kept, err := Address(e.(map[string]any), c.discovered)

@@ -5,8 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/yurtdns/yurtdns/internal/install"
-
+	"github.com/yurtdns/yurtdns/internal/install/steps"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -20,12 +19,12 @@ func TestRun(t *testing.T) {
 	if err := yaml.Unmarshal(b, &sm.Object); err != nil {
 		t.Fatal(err)
 	}
-	if err := install.AddNodeNameRelabeling(sm, install.NodeExporterNodeNameLabel); err != nil {
+	if err := steps.AddNodeNameRelabeling(sm, steps.NodeExporterNodeNameLabel); err != nil {
 		t.Fatal(err)
 	}
 	j, _ := sm.MarshalJSON()
 	var out strings.Builder
-	err = run(strings.NewReader(string(j)), &out, []string{"__address__=192.168.0.21:9100", install.NodeExporterNodeNameLabel + "=worker-1"})
+	err = run(strings.NewReader(string(j)), &out, []string{"__address__=192.168.0.21:9100", steps.NodeExporterNodeNameLabel + "=worker-1"})
 	if err != nil || out.String() != "0 worker-1:9100\n" {
 		t.Errorf("got %q, %v", out.String(), err)
 	}

@@ -1,0 +1,274 @@
+package corefile
+
+import (
+	"fmt"
+	"strings"
+)
+
+// directive is one plugin line, with its block if it has one.
+type directive struct {
+	name     string
+	args     []string
+	children []*directive
+	// start is the offset of the first token; end is just past the last
+	// token or the closing brace.
+	start, end int
+	// lineStart is the offset of the line the directive starts on.
+	lineStart int
+}
+
+// serverBlock is a server block: its keys (".:53") and its directives.
+type serverBlock struct {
+	keys       []string
+	directives []*directive
+}
+
+type token struct {
+	text       string
+	start, end int
+	line       int
+	// lineStart is the offset where the token's line begins.
+	lineStart int
+}
+
+// tokenize splits a Corefile into tokens: whitespace separated, '#' comments
+// dropped, double quotes grouping, "{" and "}" as their own tokens when they
+// stand alone or end/start a word that is not an environment placeholder.
+func tokenize(src string) ([]token, error) {
+	var toks []token
+	line, lineStart := 1, 0
+	i := 0
+	for i < len(src) {
+		c := src[i]
+		switch {
+		case c == '\n':
+			line++
+			i++
+			lineStart = i
+			continue
+		case c == ' ' || c == '\t' || c == '\r':
+			i++
+			continue
+		case c == '#':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+			continue
+		}
+		start := i
+		var b strings.Builder
+		if c == '"' {
+			i++
+			closed := false
+			for i < len(src) {
+				if src[i] == '\\' && i+1 < len(src) {
+					b.WriteByte(src[i+1])
+					i += 2
+					continue
+				}
+				if src[i] == '"' {
+					i++
+					closed = true
+					break
+				}
+				if src[i] == '\n' {
+					line++
+				}
+				b.WriteByte(src[i])
+				i++
+			}
+			if !closed {
+				return nil, fmt.Errorf("line %d: unterminated quote", line)
+			}
+		} else {
+			for i < len(src) && !strings.ContainsRune(" \t\r\n", rune(src[i])) {
+				b.WriteByte(src[i])
+				i++
+			}
+		}
+		toks = append(toks, token{text: b.String(), start: start, end: i, line: line, lineStart: lineStart})
+	}
+	return toks, nil
+}
+
+// parseCorefile builds the server blocks of src.
+func parseCorefile(src string) ([]*serverBlock, error) {
+	toks, err := tokenize(src)
+	if err != nil {
+		return nil, err
+	}
+	p := &corefileParser{toks: toks}
+	var blocks []*serverBlock
+	for p.more() {
+		sb := &serverBlock{}
+		// Keys run up to the opening brace; commas separate keys too.
+		for p.more() && p.peek().text != "{" {
+			for _, k := range strings.Split(p.next().text, ",") {
+				if k != "" {
+					sb.keys = append(sb.keys, k)
+				}
+			}
+		}
+		if !p.more() {
+			if len(sb.keys) > 0 {
+				// A server block without braces: the rest of the file is its body.
+				return nil, fmt.Errorf("server block %v has no '{'", sb.keys)
+			}
+			break
+		}
+		open := p.next()
+		if len(sb.keys) == 0 {
+			return nil, fmt.Errorf("line %d: '{' without server block keys", open.line)
+		}
+		sb.directives, err = p.block(open)
+		if err != nil {
+			return nil, err
+		}
+		blocks = append(blocks, sb)
+	}
+	return blocks, nil
+}
+
+type corefileParser struct {
+	toks []token
+	pos  int
+}
+
+func (p *corefileParser) more() bool { return p.pos < len(p.toks) }
+
+func (p *corefileParser) peek() token { return p.toks[p.pos] }
+
+func (p *corefileParser) next() token {
+	t := p.toks[p.pos]
+	p.pos++
+	return t
+}
+
+// block parses directives up to the '}' matching open.
+func (p *corefileParser) block(open token) ([]*directive, error) {
+	var ds []*directive
+	for {
+		if !p.more() {
+			return nil, fmt.Errorf("line %d: '{' is never closed", open.line)
+		}
+		t := p.next()
+		if t.text == "}" {
+			return ds, nil
+		}
+		if t.text == "{" {
+			return nil, fmt.Errorf("line %d: '{' without a directive", t.line)
+		}
+		d := &directive{name: t.text, start: t.start, end: t.end, lineStart: t.lineStart}
+		// Arguments: the rest of the line, up to a '{' or '}'.
+		for p.more() && p.peek().line == t.line && p.peek().text != "{" && p.peek().text != "}" {
+			a := p.next()
+			d.args = append(d.args, a.text)
+			d.end = a.end
+		}
+		// An argument can run onto further lines inside quotes; a block
+		// opens with '{' as the last thing on the directive's line(s).
+		if p.more() && p.peek().text == "{" {
+			brace := p.next()
+			children, err := p.block(brace)
+			if err != nil {
+				return nil, err
+			}
+			d.children = children
+			d.end = p.toks[p.pos-1].end
+		}
+		ds = append(ds, d)
+	}
+}
+
+// mainBlock is the server block that serves cluster DNS: ".:53", ".", or
+// "dns://.:53".
+func mainBlock(blocks []*serverBlock) *serverBlock {
+	for _, sb := range blocks {
+		for _, k := range sb.keys {
+			k = strings.TrimPrefix(k, "dns://")
+			if k == "." || k == ".:53" {
+				return sb
+			}
+		}
+	}
+	return nil
+}
+
+// TunnelHostsFile is the hosts file OpenYurt's manual setup mounts.
+const TunnelHostsFile = "/etc/edge/tunnel-nodes"
+
+// EnsureYurthosts returns src with a yurthosts block, whose lines before
+// its fallthrough are options, in the .:53 server block: in place of
+// OpenYurt's `hosts /etc/edge/tunnel-nodes` block, else before the
+// kubernetes plugin. Every other byte is kept; unchanged when the block
+// already has yurthosts.
+func EnsureYurthosts(src string, options []string) (out string, changed bool, err error) {
+	blocks, err := parseCorefile(src)
+	if err != nil {
+		return "", false, fmt.Errorf("parsing Corefile: %w", err)
+	}
+	sb := mainBlock(blocks)
+	if sb == nil {
+		return "", false, fmt.Errorf("the Corefile has no .:53 server block")
+	}
+	var hosts, kubernetes *directive
+	for _, d := range sb.directives {
+		switch {
+		case d.name == "yurthosts":
+			return src, false, nil
+		case d.name == "hosts" && len(d.args) > 0 && d.args[0] == TunnelHostsFile:
+			hosts = d
+		case d.name == "kubernetes" && kubernetes == nil:
+			kubernetes = d
+		}
+	}
+	// The indentation of the directive's line (it may share the line with "{").
+	indent := func(d *directive) string {
+		line := src[d.lineStart:d.start]
+		return line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+	}
+	switch {
+	case hosts != nil:
+		in := indent(hosts)
+		return src[:hosts.start] + yurthostsBlock(in, options) + src[hosts.end:], true, nil
+	case kubernetes != nil:
+		in := indent(kubernetes)
+		return src[:kubernetes.start] + yurthostsBlock(in, options) + "\n" + in + src[kubernetes.start:], true, nil
+	}
+	return "", false, fmt.Errorf("the .:53 server block has no kubernetes plugin to place yurthosts before")
+}
+
+// yurthostsBlock is the directive install adds, indented like its neighbours.
+func yurthostsBlock(indent string, options []string) string {
+	inner := "    "
+	if strings.HasPrefix(indent, "\t") {
+		inner = "\t"
+	}
+	var b strings.Builder
+	b.WriteString("yurthosts {\n")
+	for _, o := range options {
+		b.WriteString(indent + inner + o + "\n")
+	}
+	b.WriteString(indent + inner + "fallthrough\n")
+	return b.String() + indent + "}"
+}
+
+// SetYurthosts replaces the Corefile's yurthosts block with one of options.
+func SetYurthosts(src string, options []string) (string, error) {
+	blocks, err := parseCorefile(src)
+	if err != nil {
+		return "", err
+	}
+	sb := mainBlock(blocks)
+	if sb == nil {
+		return "", fmt.Errorf("no .:53 server block")
+	}
+	for _, d := range sb.directives {
+		if d.name == "yurthosts" {
+			line := src[d.lineStart:d.start]
+			indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+			return src[:d.start] + yurthostsBlock(indent, options) + src[d.end:], nil
+		}
+	}
+	return "", fmt.Errorf("no yurthosts block")
+}

@@ -1,0 +1,178 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Runner runs one layout's steps, as kubeadm's workflow runs its phases:
+// install in order, revert backwards, status for each.
+type Runner struct {
+	// Steps are the layout's steps, then the opt-in ones.
+	Steps []Step
+	// Preflight refuses a cluster the layout does not fit, before install
+	// changes anything.
+	Preflight func(context.Context, *Env, io.Writer) error
+	// Owner names the other layout whose steps include step, or "": a state
+	// that holds such a step was written by an install of that layout.
+	Owner func(step string) string
+}
+
+// Install runs the steps in order, printing a line per step. A step that
+// fails stops the run; what earlier steps did is recorded, so running
+// install again carries on from there.
+func (r Runner) Install(ctx context.Context, env *Env, out io.Writer) error {
+	st, err := r.loadState(ctx, env)
+	if err != nil {
+		return err
+	}
+	if err := r.Preflight(ctx, env, out); err != nil {
+		return err
+	}
+	for _, step := range r.Steps {
+		if slices.Contains(env.Options.Skip, step.Name) {
+			fmt.Fprintf(out, "[%s] skipped\n", step.Name)
+			continue
+		}
+		ss := st.step(step.Name)
+		install := step.Install
+		if step.Enabled != nil && !step.Enabled(env.Options) {
+			install = notRequested(step.OptIn)
+		}
+		res, err := runStep(ctx, env, out, step.Name, install, ss, "step")
+		if err != nil {
+			return err
+		}
+		if env.Options.DryRun || res.Skipped {
+			continue
+		}
+		ss.Applied = true
+		if err := st.persist(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// notRequested is the install of an opt-in step its flag did not ask for.
+func notRequested(flag string) func(context.Context, *Env, *StepState) (Result, error) {
+	return func(_ context.Context, _ *Env, ss *StepState) (Result, error) {
+		if ss.Applied {
+			return Result{Skipped: true, Summary: "applied earlier, left as it is (without " + flag + "; revert removes it)"}, nil
+		}
+		return Result{Skipped: true, Summary: "not requested (" + flag + ")"}, nil
+	}
+}
+
+// runStep runs one step's install or revert and prints its line; what
+// names the run in an error ("step", "reverting step").
+func runStep(ctx context.Context, env *Env, out io.Writer, name string, run func(context.Context, *Env, *StepState) (Result, error),
+	ss *StepState, what string) (Result, error) {
+	res, err := run(ctx, env, ss)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	printResult(out, name, res, env.Options.DryRun)
+	return res, nil
+}
+
+// Revert undoes the recorded changes, last step first.
+func (r Runner) Revert(ctx context.Context, env *Env, out io.Writer) error {
+	st, err := r.loadState(ctx, env)
+	if err != nil {
+		return err
+	}
+	steps := slices.Clone(r.Steps)
+	slices.Reverse(steps)
+	for _, step := range steps {
+		// A step with records but not applied is one an install was
+		// interrupted in (killed, or failed): what it did so far is undone too.
+		if ss, ok := st.steps[step.Name]; !ok || (!ss.Applied && len(ss.Records) == 0) {
+			fmt.Fprintf(out, "[%s] not applied: nothing to revert\n", step.Name)
+			if !env.Options.DryRun {
+				// An entry without records (a step that did not apply) holds
+				// nothing to undo; left there it would keep the state alive.
+				delete(st.steps, step.Name)
+			}
+			continue
+		}
+		if _, err := runStep(ctx, env, out, step.Name, step.Revert, st.step(step.Name), "reverting step"); err != nil {
+			return err
+		}
+		if env.Options.DryRun {
+			continue
+		}
+		delete(st.steps, step.Name)
+		if err := st.persist(ctx); err != nil {
+			return err
+		}
+	}
+	if env.Options.DryRun || len(st.steps) > 0 || st.cm == nil {
+		return nil
+	}
+	// Fully reverted: the state goes too, leaving the cluster as it was.
+	if err := env.Client.Delete(ctx, st.cm); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting install state: %w", err)
+	}
+	return nil
+}
+
+// StatusReport is one step's line of `status`.
+type StatusReport struct {
+	Step   string
+	Status StepStatus
+	Detail string
+}
+
+// Status reports each step.
+func (r Runner) Status(ctx context.Context, env *Env) ([]StatusReport, error) {
+	st, err := r.loadState(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	var reports []StatusReport
+	for _, step := range r.Steps {
+		s, detail, err := step.Status(ctx, env, st.step(step.Name))
+		if err != nil {
+			return nil, fmt.Errorf("status of step %s: %w", step.Name, err)
+		}
+		reports = append(reports, StatusReport{Step: step.Name, Status: s, Detail: detail})
+	}
+	return reports, nil
+}
+
+// loadState is loadState refusing a state that an install of another
+// layout wrote: its steps would be skipped as "not applied".
+func (r Runner) loadState(ctx context.Context, env *Env) (*state, error) {
+	st, err := loadState(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(st.steps)) {
+		if slices.ContainsFunc(r.Steps, func(s Step) bool { return s.Name == name }) {
+			continue
+		}
+		if owner := r.Owner(name); owner != "" {
+			return nil, fmt.Errorf("the install state holds step %s of --profile %s: run with --profile %s", name, owner, owner)
+		}
+	}
+	return st, nil
+}
+
+func printResult(out io.Writer, name string, res Result, dryRun bool) {
+	prefix := ""
+	if dryRun && res.Changed {
+		prefix = "would: "
+	}
+	fmt.Fprintf(out, "[%s] %s%s\n", name, prefix, res.Summary)
+	if dryRun {
+		for _, d := range res.Diffs {
+			fmt.Fprint(out, d)
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/yurtdns/yurtdns/internal/kubewait"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// StateConfigMap records what install changed, so revert restores exactly
+// that and a re-run after an interruption carries on.
+const StateConfigMap = "yurtdns-install-state"
+
+// ManagedByLabel marks objects install created.
+const ManagedByLabel = "app.kubernetes.io/managed-by"
+
+// Record is one change a step made, under a key naming what changed: an
+// object install created (kube.ObjectKey), a value it edited (kube.FieldEdit.Key), or
+// the control-plane step's manifests or Jobs (ManifestsRecordKey,
+// JobsRecordKey). Exactly one kind of its fields is set.
+type Record struct {
+	// Created: the object did not exist; revert deletes it.
+	Created bool `json:"created,omitempty"`
+
+	// A value edit. Before is the value before install; BeforeAbsent when
+	// there was none.
+	Before       string `json:"before,omitempty"`
+	BeforeAbsent bool   `json:"beforeAbsent,omitempty"`
+	// After is the value install wrote: revert restores Before only while
+	// the value is still this, leaving a user's later change alone.
+	After string `json:"after,omitempty"`
+	// Restoring: a revert is writing Before back (saved before the write),
+	// so a revert interrupted after it knows the action after the write
+	// (kube-proxy's restart) may still be due.
+	Restoring bool `json:"restoring,omitempty"`
+
+	// Manifests: the static pod manifests patched in a local directory.
+	Manifests *ManifestsRecord `json:"manifests,omitempty"`
+	// Jobs: patch Jobs ran (or may have run) on the control-plane nodes.
+	Jobs *JobsRecord `json:"jobs,omitempty"`
+	// Kubelet: a node's kubelet was (or may have been) switched to the
+	// node-local cache.
+	Kubelet *KubeletRecord `json:"kubelet,omitempty"`
+}
+
+// ManifestsRecord is where the control-plane step patched manifests and
+// kept their originals.
+type ManifestsRecord struct {
+	Dir       string `json:"dir"`
+	BackupDir string `json:"backupDir"`
+}
+
+// JobsRecord is what the control-plane step's patch Jobs ran on.
+type JobsRecord struct {
+	Nodes []string `json:"nodes"`
+	// Image is the image they ran: one the cluster has, for the restore Jobs.
+	Image string `json:"image,omitempty"`
+}
+
+// The keys of the control-plane step's records.
+const (
+	ManifestsRecordKey = "manifests"
+	JobsRecordKey      = "jobs"
+)
+
+// StepState is what one step recorded.
+type StepState struct {
+	Applied bool              `json:"applied"`
+	Records map[string]Record `json:"records,omitempty"`
+	// persist saves the whole state; steps call it before each write.
+	Persist func(context.Context) error `json:"-"`
+}
+
+// state is the whole state ConfigMap, one JSON value per step.
+type state struct {
+	steps   map[string]*StepState
+	cm      *corev1.ConfigMap
+	persist func(context.Context) error
+}
+
+// step is the named step's state, empty when it recorded nothing.
+func (s *state) step(name string) *StepState {
+	st, ok := s.steps[name]
+	if !ok {
+		st = &StepState{Persist: s.persist}
+		s.steps[name] = st
+	}
+	if st.Records == nil {
+		st.Records = map[string]Record{}
+	}
+	return st
+}
+
+// loadState reads the state and binds it to env: a save waits out an
+// apiserver that is away (the control-plane step restarts it) for up to
+// --timeout; a dry run saves nothing.
+func loadState(ctx context.Context, env *Env) (*state, error) {
+	s := &state{steps: map[string]*StepState{}}
+	s.persist = func(ctx context.Context) error {
+		if env.Options.DryRun {
+			return nil
+		}
+		return kubewait.RetryWhileAway(ctx, env.Options.Timeout, "saving install state", func(ctx context.Context) error { return s.save(ctx, env.Client) })
+	}
+	cm := &corev1.ConfigMap{}
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: tunnelnodes.Namespace, Name: StateConfigMap}, cm)
+	if apierrors.IsNotFound(err) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading install state: %w", err)
+	}
+	s.cm = cm
+	for name, data := range cm.Data {
+		st := &StepState{Persist: s.persist}
+		if err := json.Unmarshal([]byte(data), st); err != nil {
+			return nil, fmt.Errorf("install state for step %s is corrupt: %w", name, err)
+		}
+		st.upgradeLegacy()
+		s.steps[name] = st
+	}
+	return s, nil
+}
+
+// save writes the state after each step, so an interrupted install knows
+// what it already did.
+func (s *state) save(ctx context.Context, c client.Client) error {
+	data := map[string]string{}
+	for name, st := range s.steps {
+		b, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		data[name] = string(b)
+	}
+	if s.cm == nil {
+		s.cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: StateConfigMap,
+			Labels: map[string]string{ManagedByLabel: "yurtdns"}}, Data: data}
+		if err := c.Create(ctx, s.cm); err != nil {
+			return fmt.Errorf("saving install state: %w", err)
+		}
+		return nil
+	}
+	s.cm.Data = data
+	if err := c.Update(ctx, s.cm); err != nil {
+		return fmt.Errorf("saving install state: %w", err)
+	}
+	return nil
+}
+
+// KubeletRecord is one node the step changed: the image its Jobs run (one
+// the cluster has) and when the kubelet began and stopped giving new pods
+// the node-local address (pods created in between resolve there). Without
+// Since the node only ran a cache (never switched): revert still tears
+// down its address.
+type KubeletRecord struct {
+	Node  string       `json:"node"`
+	Image string       `json:"image"`
+	Since *metav1.Time `json:"since,omitempty"`
+	Until *metav1.Time `json:"until,omitempty"`
+}
+
+// JobImage is the image the node's revert Jobs run: the one install ran
+// there, unless --sync-image names another.
+func (r *KubeletRecord) JobImage(o Options) string {
+	if o.SyncImage != "" {
+		return o.SyncImage
+	}
+	return r.Image
+}

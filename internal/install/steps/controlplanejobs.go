@@ -1,0 +1,166 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/install/kube"
+	"github.com/yurtdns/yurtdns/internal/kubewait"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The control-plane step with --control-plane-jobs: a Job on each
+// control-plane node runs `patch-manifests` (or its revert) there.
+
+// On a control-plane node the Jobs mount the host's /etc/kubernetes, so the
+// backups sit next to the manifests directory, on the same filesystem.
+const (
+	hostKubernetesDir = "/etc/kubernetes"
+	jobMount          = "/host/etc/kubernetes"
+)
+
+// manifestJob runs `patch-manifests` (or its revert) on one node with the
+// host's /etc/kubernetes mounted.
+func manifestJob(node, action, image string, o engine.Options) *batchv1.Job {
+	// The Job waits for its node's kubelet to run each manifest, reading the
+	// mirror pods with the node's admin kubeconfig (it has the host's
+	// /etc/kubernetes anyway), and rolls back a patch that does not come up.
+	args := []string{"patch-manifests", "--manifests-dir", jobMount + "/manifests", "--backup-dir", jobMount + "/yurtdns-backup",
+		"--kubeconfig", jobMount + "/admin.conf", "--node-name", node, "--timeout", o.Timeout.String()}
+	if action == "restore" {
+		args = append(args, "--revert")
+	}
+	for _, c := range slices.Sorted(maps.Keys(o.TestOnlyExtraFlags)) {
+		if action == "patch" {
+			args = append(args, "--test-only-extra-flag", c+"="+o.TestOnlyExtraFlags[c])
+		}
+	}
+	// The manifests belong to root; nothing else is needed.
+	return kube.HostJob{Name: fmt.Sprintf("yurtdns-%s-manifests-%s", action, kube.NodeHash(node)), Node: node, Action: action,
+		Container: "patch-manifests", Image: image, Args: args, HostDir: hostKubernetesDir, Mount: jobMount}.Job()
+}
+
+// runManifestJobs creates a Job per control-plane node and waits for all
+// to complete.
+func runManifestJobs(ctx context.Context, env *engine.Env, ss *engine.StepState, action string) (engine.Result, error) {
+	nodes, err := kube.ControlPlaneNodes(ctx, env)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	image, err := jobImage(env, ss, action)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	if !env.Options.DryRun {
+		switch action {
+		case "patch":
+			// Saved before any Job exists, so a revert after an interruption
+			// here knows Jobs may have patched the manifests, and with what image.
+			ss.Records[engine.JobsRecordKey] = engine.Record{Jobs: &engine.JobsRecord{Nodes: nodes, Image: image}}
+			if err := ss.Persist(ctx); err != nil {
+				return engine.Result{}, err
+			}
+		case "restore":
+			// A patch Job still running after an interrupted install would
+			// patch again after its restore Job: let it finish first.
+			if err := waitRecordedPatchJobs(ctx, env, ss, nodes, image); err != nil {
+				return engine.Result{}, err
+			}
+		}
+	}
+	var res engine.Result
+	var jobs []*unstructured.Unstructured
+	for _, n := range nodes {
+		job := kube.ToUnstructured(manifestJob(n, action, image, env.Options), "batch/v1", "Job")
+		if !env.Options.DryRun {
+			if err := kube.DeleteFailedJob(ctx, env, job.GetName()); err != nil {
+				return engine.Result{}, err
+			}
+		}
+		created, diff, err := kube.EnsureCreated(ctx, env, ss, job)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		if created {
+			res.Changed = true
+			res.Diffs = append(res.Diffs, diff)
+		}
+		jobs = append(jobs, job)
+	}
+	res.Summary = fmt.Sprintf("%s Job on %s", action, strings.Join(nodes, ", "))
+	if env.Options.DryRun {
+		return res, nil
+	}
+	for _, j := range jobs {
+		if err := kube.WaitJobComplete(ctx, env, j.GetName()); err != nil {
+			return engine.Result{}, err
+		}
+	}
+	// Each Job waited for its node's kubelet; the apiserver this client
+	// reaches may be a restarted one.
+	if err := kube.WaitAPIServerReady(ctx, env); err != nil {
+		return engine.Result{}, err
+	}
+	if action == "restore" {
+		// Both sets of Jobs have done their work.
+		for key, rec := range ss.Records {
+			if rec.Created && strings.HasPrefix(key, "Job ") {
+				name := key[strings.LastIndex(key, "/")+1:]
+				if _, err := kube.DeleteCreated(ctx, env, ss, kube.NamedObject("batch/v1", "Job", name)); err != nil {
+					return engine.Result{}, err
+				}
+			}
+		}
+	}
+	res.Summary += ": completed"
+	return res, nil
+}
+
+// jobImage is the image of the Jobs: for restore, --sync-image when given,
+// else the one install's patch Jobs ran (an offline cluster has that one).
+func jobImage(env *engine.Env, ss *engine.StepState, action string) (string, error) {
+	if jobs := ss.Records[engine.JobsRecordKey].Jobs; jobs != nil && jobs.Image != "" && action == "restore" && env.Options.SyncImage == "" {
+		return jobs.Image, nil
+	}
+	return kube.SyncImage(env)
+}
+
+// waitRecordedPatchJobs waits for the patch Jobs install created (and
+// recorded) that still exist.
+func waitRecordedPatchJobs(ctx context.Context, env *engine.Env, ss *engine.StepState, nodes []string, image string) error {
+	for _, n := range nodes {
+		job := kube.ToUnstructured(manifestJob(n, "patch", image, env.Options), "batch/v1", "Job")
+		if rec, ok := ss.Records[kube.ObjectKey(job)]; !ok || !rec.Created {
+			continue
+		}
+		err := env.Client.Get(ctx, kube.Key(job.GetName()), &batchv1.Job{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		// Done or failed, it has stopped writing; the restore Job puts the
+		// backups back either way.
+		err = kubewait.For(ctx, kube.JobTimeout(env), "patch Job "+job.GetName()+" from the interrupted install still running", func(ctx context.Context) (bool, string, error) {
+			j := &batchv1.Job{}
+			if err := env.Client.Get(ctx, kube.Key(job.GetName()), j); err != nil {
+				return false, "", client.IgnoreNotFound(err)
+			}
+			why, err := kube.JobFailure(ctx, env, j)
+			return kube.JobCondition(j, batchv1.JobComplete) || why != "", "", err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+package steps
+
+import (
+	"fmt"
+
+	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/install/kube"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Names kube-dns-topology works with.
+const (
+	topologyKey   = "openyurt.io/topologyKeys"
+	topologyValue = "openyurt.io/nodepool"
+)
+
+// kubeDNSTopologyStep annotates kube-dns so that it answers within the node
+// pool (OpenYurt's service topology): an edge node cut off from the cloud
+// still resolves through the CoreDNS on its side.
+func kubeDNSTopologyStep() engine.Step {
+	edit := kube.MapEntryEdit(fmt.Sprintf("Service %s/%s annotation %s", tunnelnodes.Namespace, kube.KubeDNSService, topologyKey),
+		"Service", kube.KubeDNSService, topologyKey,
+		func() *corev1.Service { return &corev1.Service{} }, func(svc *corev1.Service) *map[string]string { return &svc.Annotations },
+		func(*engine.Env, string, bool) (string, error) { return topologyValue, nil })
+	return fieldStep("kube-dns-topology", "kube-dns answers within the node pool ("+topologyKey+": "+topologyValue+")", edit, nil)
+}

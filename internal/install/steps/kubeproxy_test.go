@@ -1,0 +1,73 @@
+package steps
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/install/kube"
+	"github.com/yurtdns/yurtdns/internal/kubeproxyconf"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// The kube-proxy step edits only where yurthub serves the in-cluster config
+// on every node, and not when the line is already commented out or empty.
+func TestKubeProxySkipReason(t *testing.T) {
+	ctx := context.Background()
+	var cm corev1.ConfigMap
+	kubeadmObject(t, "kube-proxy.yaml", "ConfigMap", &cm)
+	conf := cm.Data["config.conf"]
+	nodes := []client.Object{
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-1"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}},
+	}
+	yurthub := func(name, node string) client.Object {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: name}, Spec: corev1.PodSpec{NodeName: node}}
+	}
+	commented, err := kubeproxyconf.CommentOutKubeconfig(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		conf string
+		pods []client.Object
+		want string
+	}{
+		{"no yurthub", conf, nil, "no yurthub found"},
+		{"a yurthub elsewhere", conf, []client.Object{yurthub("yurt-hub-master-2", "master-1")}, "no yurthub found"},
+		{"one node without", conf, []client.Object{yurthub("yurt-hub-worker-1", "worker-1")}, "yurthub does not run on master-1: there kube-proxy would reach the apiserver"},
+		{"everywhere", conf, []client.Object{yurthub("yurt-hub-cloud-master-1", "master-1"), yurthub("yurt-hub-worker-1", "worker-1")}, ""},
+		{"already commented out", commented, nil, "already commented out or empty"},
+		{"empty", strings.Replace(conf, "kubeconfig: /var/lib/kube-proxy/kubeconfig.conf", `kubeconfig: ""`, 1), nil, "already commented out or empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: kubeProxyName},
+				Data: map[string]string{kubeProxyConfKey: tc.conf}}
+			c := fake.NewClientBuilder().WithObjects(append(append([]client.Object{cm}, nodes...), tc.pods...)...).Build()
+			env := &engine.Env{Client: c}
+			step := kubeProxyStep()
+			reason, err := kubeProxySkipReason(ctx, env, kube.ConfigMapKeyEdit(kubeProxyName, kubeProxyConfKey, nil))
+			if err != nil || !strings.Contains(reason, tc.want) || (tc.want == "") != (reason == "") {
+				t.Fatalf("reason %q, %v; want %q", reason, err, tc.want)
+			}
+			if tc.want == "" {
+				return
+			}
+			res, err := step.Install(ctx, env, newStepState())
+			if err != nil || !res.Skipped || res.Changed || res.Summary != "skipped: "+reason {
+				t.Errorf("install: %+v, %v; want it skipped with the reason", res, err)
+			}
+			got := &corev1.ConfigMap{}
+			if err := c.Get(ctx, kube.Key(kubeProxyName), got); err != nil || got.Data[kubeProxyConfKey] != tc.conf {
+				t.Errorf("the skipped step changed config.conf")
+			}
+		})
+	}
+}

@@ -1,0 +1,495 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/yurtdns/yurtdns/deploy"
+	"github.com/yurtdns/yurtdns/internal/corefile"
+	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/install/kube"
+	"github.com/yurtdns/yurtdns/internal/kubewait"
+	"github.com/yurtdns/yurtdns/internal/layout"
+	"github.com/yurtdns/yurtdns/internal/nodelocal"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Names the node-local-dns step works with.
+const (
+	nodeLocalDNS       = "node-local-dns"
+	kubeletConfigMap   = "kubelet-config"
+	kubeletConfigKey   = "kubelet"
+	nodeLocalPodLabel  = "k8s-app"
+	nodeLocalPodLabelV = "node-local-dns"
+)
+
+// nodeLocalDNSStep (with --node-local-dns) runs coredns-yurt as a cache on
+// every node at the link-local address (deploy/node-local-dns), then points
+// one node's kubelet after another at it, each only once its cache answers
+// there, and last kubeadm's kubelet-config ConfigMap, so nodes that join
+// later get it too. Revert goes backwards; each kubelet's file comes back
+// byte for byte.
+func nodeLocalDNSStep(l layout.Layout) engine.Step {
+	objects := func(env *engine.Env) ([]*unstructured.Unstructured, error) { return nodeLocalObjects(env, l) }
+	files := objectsStep(nodeLocalDNS, objects)
+	return engine.Step{
+		Name:    nodeLocalDNS,
+		OptIn:   "--node-local-dns",
+		Enabled: func(o engine.Options) bool { return o.NodeLocalDNS },
+		Install: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
+			res, err := files.Install(ctx, env, ss)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			nodes, notReady, err := readyNodeNames(ctx, env)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			var switched []string
+			for _, n := range nodes {
+				changed, err := switchNode(ctx, env, ss, n)
+				if err != nil {
+					return engine.Result{}, err
+				}
+				if changed {
+					switched = append(switched, n)
+				}
+			}
+			cm, diff, err := kubeletConfigMapEdit(ctx, env, ss, true)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			summary := []string{}
+			if res.Changed {
+				summary = append(summary, res.Summary)
+				res.Diffs = append(res.Diffs, "")
+			}
+			if len(switched) > 0 {
+				summary = append(summary, fmt.Sprintf("switched the kubelet clusterDNS of %s to %s", strings.Join(switched, ", "), nodelocal.Address))
+			}
+			if cm != "" {
+				summary = append(summary, cm)
+				res.Diffs = append(res.Diffs, diff)
+			}
+			res.Diffs = slices.DeleteFunc(res.Diffs, func(d string) bool { return d == "" })
+			res.Changed = len(summary) > 0
+			if !res.Changed {
+				summary = append(summary, "already applied")
+			}
+			if len(notReady) > 0 {
+				summary = append(summary, fmt.Sprintf("NotReady, not switched (run install again when they are back): %s", strings.Join(notReady, ", ")))
+			}
+			res.Summary = strings.Join(summary, "; ")
+			return res, nil
+		},
+		Revert: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
+			var summary []string
+			cm, _, err := kubeletConfigMapEdit(ctx, env, ss, false)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			if cm != "" {
+				summary = append(summary, cm)
+			}
+			restored, err := restoreNodes(ctx, env, ss)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			if len(restored) > 0 {
+				summary = append(summary, "restored the kubelet clusterDNS of "+strings.Join(restored, ", "))
+			}
+			if !env.Options.DryRun {
+				if err := refuseWhileResolvingThere(ctx, env, ss); err != nil {
+					return engine.Result{}, err
+				}
+			}
+			cachePods, err := recordCacheNodes(ctx, env, ss)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			res, err := files.Revert(ctx, env, ss)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			if res.Changed {
+				summary = append(summary, res.Summary)
+			}
+			if !env.Options.DryRun {
+				if err := kubewait.For(ctx, env.Options.Timeout, "node-local cache pods not gone", kube.PodsGone(env, cachePods)); err != nil {
+					return engine.Result{}, err
+				}
+			}
+			torn, err := teardownNodes(ctx, env, ss)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			if len(torn) > 0 {
+				summary = append(summary, fmt.Sprintf("took %s off lo of %s", nodelocal.Address, strings.Join(torn, ", ")))
+			}
+			if len(summary) == 0 {
+				return engine.Result{Summary: "nothing to revert"}, nil
+			}
+			return engine.Result{Changed: true, Summary: strings.Join(summary, "; ")}, nil
+		},
+		Status: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.StepStatus, string, error) {
+			st, _, err := files.Status(ctx, env, ss)
+			if err != nil || st == engine.NotApplied {
+				return st, "", err
+			}
+			detail, all, err := nodeLocalStatus(ctx, env)
+			if err != nil {
+				return "", "", err
+			}
+			if st == engine.Applied && !all && ss.Applied {
+				st = engine.Drifted
+			}
+			return st, detail, nil
+		},
+	}
+}
+
+// nodeLocalObjects are deploy/node-local-dns with install's images, the
+// profile's ServiceAccount and the profile's yurthosts options.
+func nodeLocalObjects(env *engine.Env, l layout.Layout) ([]*unstructured.Unstructured, error) {
+	objs, err := deploy.Render(deploy.NodeLocalDNS)
+	if err != nil {
+		return nil, err
+	}
+	sync, err := kube.SyncImage(env)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ConfigMap":
+			src, _, _ := unstructured.NestedString(o.Object, "data", "Corefile")
+			corefile, err := corefile.SetYurthosts(src, l.YurthostsOptions)
+			if err != nil {
+				return nil, fmt.Errorf("deploy/%s Corefile: %w", deploy.NodeLocalDNS, err)
+			}
+			if err := unstructured.SetNestedField(o.Object, corefile, "data", "Corefile"); err != nil {
+				return nil, err
+			}
+		case "DaemonSet":
+			spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+			spec["serviceAccountName"] = l.DNSServiceAccount
+			for field, image := range map[string]string{"initContainers": sync, "containers": env.Options.CoreDNSImage} {
+				containers, _ := spec[field].([]any)
+				for _, c := range containers {
+					if image != "" {
+						c.(map[string]any)["image"] = image
+					}
+				}
+			}
+			if err := unstructured.SetNestedMap(o.Object, spec, "spec", "template", "spec"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return objs, nil
+}
+
+// readyNodeNames are kube.ReadyNodes by name, sorted.
+func readyNodeNames(ctx context.Context, env *engine.Env) (ready, notReady []string, err error) {
+	nodes, notReady, err := kube.ReadyNodes(ctx, env)
+	for _, n := range nodes {
+		ready = append(ready, n.Name)
+	}
+	slices.Sort(ready)
+	return ready, notReady, err
+}
+
+// switchNode points node's kubelet at the node-local cache once the
+// node's cache pod is Ready. Its Job checks the cache answers there and
+// waits for the restarted kubelet's healthz: the kubelet reads its file
+// only at start, so a healthy new kubelet runs the new clusterDNS (status
+// reads it back from the kubelet's /configz).
+func switchNode(ctx context.Context, env *engine.Env, ss *engine.StepState, node string) (bool, error) {
+	rec := ss.Records[kubeletRecordKey(node)].Kubelet
+	if rec != nil && rec.Since != nil && rec.Until == nil {
+		dns, err := runningClusterDNS(ctx, env, node)
+		if err == nil && slices.Equal(dns, []string{nodelocal.Address.String()}) {
+			return false, nil
+		}
+	}
+	if env.Options.DryRun {
+		return true, nil
+	}
+	if err := kubewait.For(ctx, env.Options.Timeout, "node-local cache on node "+node+" not Ready", nodeLocalPodReady(env, node)); err != nil {
+		return false, err
+	}
+	image, err := kube.SyncImage(env)
+	if err != nil {
+		return false, err
+	}
+	// Recorded before the Job exists: a revert after an interruption here
+	// knows the kubelet may have been switched, with what image, and that
+	// pods created from now on may resolve at the node-local address.
+	rec = &engine.KubeletRecord{Node: node, Image: image, Since: &metav1.Time{Time: time.Now()}}
+	ss.Records[kubeletRecordKey(node)] = engine.Record{Kubelet: rec}
+	if err := ss.Persist(ctx); err != nil {
+		return false, err
+	}
+	if err := runKubeletJob(ctx, env, ss, node, switchKubelet, image); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// restoreNodes puts every switched kubelet back, one node after another. A
+// node that is not Ready cannot run its Job: revert stops there, the cache
+// still serving it, until the node is back.
+func restoreNodes(ctx context.Context, env *engine.Env, ss *engine.StepState) ([]string, error) {
+	var nodes []string
+	for _, r := range ss.Records {
+		if r.Kubelet != nil && r.Kubelet.Since != nil && r.Kubelet.Until == nil {
+			nodes = append(nodes, r.Kubelet.Node)
+		}
+	}
+	slices.Sort(nodes)
+	if env.Options.DryRun {
+		return nodes, nil
+	}
+	for _, n := range nodes {
+		rec := ss.Records[kubeletRecordKey(n)].Kubelet
+		node := &corev1.Node{}
+		err := env.Client.Get(ctx, client.ObjectKey{Name: n}, node)
+		if apierrors.IsNotFound(err) {
+			rec.Until = &metav1.Time{Time: time.Now()}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !kube.NodeReady(node) {
+			return nil, fmt.Errorf("node %s is NotReady: its kubelet still gives pods %s, so its cache stays; run revert again when the node is back", n, nodelocal.Address)
+		}
+		if err := waitSwitchJobGone(ctx, env, ss, n, rec.Image); err != nil {
+			return nil, err
+		}
+		if err := runKubeletJob(ctx, env, ss, n, restoreKubelet, rec.JobImage(env.Options)); err != nil {
+			return nil, err
+		}
+		rec.Until = &metav1.Time{Time: time.Now()}
+		if err := ss.Persist(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return nodes, nil
+}
+
+// recordCacheNodes records, before the DaemonSet goes, every node one of
+// its pods started on (their init containers put the address there),
+// switched or not, and returns the pods.
+func recordCacheNodes(ctx context.Context, env *engine.Env, ss *engine.StepState) ([]corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{nodeLocalPodLabel: nodeLocalPodLabelV}); err != nil {
+		return nil, err
+	}
+	if env.Options.DryRun || len(pods.Items) == 0 {
+		return pods.Items, nil
+	}
+	image, err := kube.SyncImage(env)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pods.Items {
+		if k := kubeletRecordKey(p.Spec.NodeName); setupStarted(&p) && ss.Records[k].Kubelet == nil {
+			ss.Records[k] = engine.Record{Kubelet: &engine.KubeletRecord{Node: p.Spec.NodeName, Image: image}}
+		}
+	}
+	return pods.Items, ss.Persist(ctx)
+}
+
+// setupStarted: a kubelet started the pod's setup init container, which may
+// have put the address on its node. A pod bound to a node whose kubelet
+// never ran it (an edge node offline since) left nothing to tear down.
+func setupStarted(p *corev1.Pod) bool {
+	for _, c := range p.Status.InitContainerStatuses {
+		if c.State.Running != nil || c.State.Terminated != nil || c.LastTerminationState.Terminated != nil {
+			return p.Spec.NodeName != ""
+		}
+	}
+	return false
+}
+
+// teardownNodes undoes the caches' setup on every recorded node once the
+// caches are gone (the address off lo, the NOTRACK table dropped) and then
+// forgets the node. A NotReady node keeps both, and its record, until a
+// later revert: it cannot run the Job now.
+func teardownNodes(ctx context.Context, env *engine.Env, ss *engine.StepState) ([]string, error) {
+	var nodes []string
+	for _, r := range ss.Records {
+		if r.Kubelet != nil {
+			nodes = append(nodes, r.Kubelet.Node)
+		}
+	}
+	slices.Sort(nodes)
+	if env.Options.DryRun {
+		return nodes, nil
+	}
+	var torn, notReady []string
+	for _, n := range nodes {
+		rec := ss.Records[kubeletRecordKey(n)].Kubelet
+		node := &corev1.Node{}
+		err := env.Client.Get(ctx, client.ObjectKey{Name: n}, node)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		case !kube.NodeReady(node):
+			notReady = append(notReady, n)
+			continue
+		default:
+			if err := runKubeletJob(ctx, env, ss, n, teardownNode, rec.JobImage(env.Options)); err != nil {
+				return nil, err
+			}
+			torn = append(torn, n)
+		}
+		delete(ss.Records, kubeletRecordKey(n))
+		if err := ss.Persist(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if len(notReady) > 0 {
+		return nil, fmt.Errorf("nodes %s are NotReady: %s stays on their lo (nothing answers there now); run revert again when they are back",
+			strings.Join(notReady, ", "), nodelocal.Address)
+	}
+	return torn, nil
+}
+
+// refuseWhileResolvingThere refuses to remove the caches while pods created
+// when their node was switched are running: their resolv.conf names the
+// node-local address, and would name nothing that answers.
+func refuseWhileResolvingThere(ctx context.Context, env *engine.Env, ss *engine.StepState) error {
+	pods := &corev1.PodList{}
+	if err := env.Client.List(ctx, pods); err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	var left []string
+	for _, p := range pods.Items {
+		r := ss.Records[kubeletRecordKey(p.Spec.NodeName)].Kubelet
+		if r == nil || r.Since == nil || !usesClusterDNS(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		// Created after the switch began, before the restore was confirmed.
+		created := p.CreationTimestamp.Time
+		if !created.Before(r.Since.Time) && (r.Until == nil || created.Before(r.Until.Time)) {
+			left = append(left, p.Namespace+"/"+p.Name)
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	slices.Sort(left)
+	shown := left[:min(10, len(left))]
+	return fmt.Errorf("%d pods were created while their node's kubelet gave them %s as their DNS server (%s): they would lose DNS once the caches go. "+
+		"The kubelets are back on their original clusterDNS: restart those pods (kubectl rollout restart, or delete them), then run revert again",
+		len(left), nodelocal.Address, strings.Join(shown, ", "))
+}
+
+// usesClusterDNS: the kubelet writes the pod's resolv.conf from clusterDNS.
+func usesClusterDNS(p *corev1.Pod) bool {
+	switch p.Spec.DNSPolicy {
+	case corev1.DNSClusterFirstWithHostNet:
+		return true
+	case corev1.DNSClusterFirst, "":
+		return !p.Spec.HostNetwork
+	}
+	return false
+}
+
+// nodeLocalPodReady: the DaemonSet's pod on node is Ready.
+func nodeLocalPodReady(env *engine.Env, node string) kubewait.Condition {
+	return func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{nodeLocalPodLabel: nodeLocalPodLabelV}); err != nil {
+			return false, "", err
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == node && p.DeletionTimestamp == nil {
+				if kubewait.PodReady(&p) {
+					return true, "", nil
+				}
+				return false, "pod " + p.Name + " " + strings.TrimSpace(string(p.Status.Phase)+" "+kube.PodFailure(&p)), nil
+			}
+		}
+		return false, "no pod yet", nil
+	}
+}
+
+// kubeletConfigMapEdit sets (install) or restores (revert) clusterDNS in
+// kubeadm's kubelet-config ConfigMap, which joining nodes' kubelets start
+// from; a cluster without it (not made by kubeadm) has nothing to edit.
+// It returns a summary ("" for no change) and, in a dry run, the diff.
+func kubeletConfigMapEdit(ctx context.Context, env *engine.Env, ss *engine.StepState, install bool) (string, string, error) {
+	edit := kube.ConfigMapKeyEdit(kubeletConfigMap, kubeletConfigKey, func(_ *engine.Env, current string, _ bool) (string, error) {
+		next, _, err := nodelocal.SetClusterDNS([]byte(current), []string{nodelocal.Address.String()})
+		return string(next), err
+	})
+	if !install {
+		outcome, diff, err := edit.Revert(ctx, env, ss)
+		switch {
+		case err != nil:
+			return "", "", err
+		case outcome == kube.ChangedSince:
+			return edit.LeftAsIs(), "", nil
+		case outcome == kube.Restored:
+			return "restored " + edit.Key, diff, nil
+		}
+		return "", "", nil
+	}
+	if err := env.Client.Get(ctx, kube.Key(kubeletConfigMap), &corev1.ConfigMap{}); apierrors.IsNotFound(err) {
+		return "", "", nil
+	}
+	changed, diff, err := edit.Install(ctx, env, ss)
+	if err != nil || !changed {
+		return "", "", err
+	}
+	return edit.Key + " clusterDNS " + nodelocal.Address.String(), diff, nil
+}
+
+// nodeLocalStatus says, per node, what its kubelet runs with and whether
+// its cache is Ready; all is true when every Ready node is switched.
+func nodeLocalStatus(ctx context.Context, env *engine.Env) (detail string, all bool, err error) {
+	ready, notReady, err := readyNodeNames(ctx, env)
+	if err != nil {
+		return "", false, err
+	}
+	all = true
+	var lines []string
+	for _, n := range ready {
+		cache, why, err := nodeLocalPodReady(env, n)(ctx)
+		if err != nil {
+			return "", false, err
+		}
+		state := "cache Ready"
+		if !cache {
+			state = "cache not Ready (" + why + ")"
+		}
+		dns, err := runningClusterDNS(ctx, env, n)
+		switch {
+		case err != nil:
+			all = false
+			lines = append(lines, fmt.Sprintf("%s: %s; kubelet configuration unreadable: %v", n, state, err))
+		case slices.Equal(dns, []string{nodelocal.Address.String()}):
+			lines = append(lines, fmt.Sprintf("%s: %s; kubelet clusterDNS %s", n, state, strings.Join(dns, ",")))
+		default:
+			all = false
+			lines = append(lines, fmt.Sprintf("%s: %s; kubelet clusterDNS %s (not switched)", n, state, strings.Join(dns, ",")))
+		}
+	}
+	for _, n := range notReady {
+		lines = append(lines, n+": NotReady")
+	}
+	return strings.Join(lines, "; "), all, nil
+}

@@ -1,0 +1,135 @@
+package steps
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/deploy"
+	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/layout"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// Revert refuses exactly while a running pod's resolv.conf names the
+// node-local address: made on a switched node between the switch and the
+// restore, with a DNS policy that takes the kubelet's clusterDNS.
+func TestRefuseWhileResolvingThere(t *testing.T) {
+	since := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	until := since.Add(time.Hour)
+	pod := func(name, node string, created time.Time, edit func(*corev1.Pod)) client.Object {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", CreationTimestamp: metav1.Time{Time: created}},
+			Spec: corev1.PodSpec{NodeName: node, DNSPolicy: corev1.DNSClusterFirst}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	during := since.Add(time.Minute)
+	for _, tc := range []struct {
+		name    string
+		pod     client.Object
+		refused bool
+	}{
+		{"made during, ClusterFirst", pod("a", "worker-1", during, nil), true},
+		{"made during, empty policy (ClusterFirst)", pod("a", "worker-1", during, func(p *corev1.Pod) { p.Spec.DNSPolicy = "" }), true},
+		{"made during, host network with ClusterFirstWithHostNet", pod("a", "worker-1", during, func(p *corev1.Pod) {
+			p.Spec.HostNetwork, p.Spec.DNSPolicy = true, corev1.DNSClusterFirstWithHostNet
+		}), true},
+		{"made during, host network with ClusterFirst (the node's resolv.conf)", pod("a", "worker-1", during, func(p *corev1.Pod) { p.Spec.HostNetwork = true }), false},
+		{"made during, dnsPolicy Default", pod("a", "worker-1", during, func(p *corev1.Pod) { p.Spec.DNSPolicy = corev1.DNSDefault }), false},
+		{"made during, finished", pod("a", "worker-1", during, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), false},
+		{"made before the switch", pod("a", "worker-1", since.Add(-time.Second), nil), false},
+		{"made after the restore", pod("a", "worker-1", until.Add(time.Second), nil), false},
+		{"made during, on a node never switched", pod("a", "master-1", during, nil), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := &engine.Env{Client: fake.NewClientBuilder().WithObjects(tc.pod).Build()}
+			ss := &engine.StepState{Records: map[string]engine.Record{
+				kubeletRecordKey("worker-1"): {Kubelet: &engine.KubeletRecord{Node: "worker-1", Since: &metav1.Time{Time: since}, Until: &metav1.Time{Time: until}}}}}
+			err := refuseWhileResolvingThere(context.Background(), env, ss)
+			if refused := err != nil; refused != tc.refused {
+				t.Fatalf("refused %v (%v), want %v", refused, err, tc.refused)
+			}
+			if tc.refused && !strings.Contains(err.Error(), "default/a") {
+				t.Errorf("the refusal does not name the pod: %v", err)
+			}
+		})
+	}
+}
+
+// The node-local Corefile reads the profile's records: yurt-tunnel's as
+// deploy/ has it, Raven's with its ConfigMap and proxy Service; the
+// DaemonSet runs as the profile's DNS ServiceAccount with install's images.
+func TestNodeLocalObjectsFollowProfile(t *testing.T) {
+	for _, tc := range []struct {
+		profile, want, sa string
+	}{
+		{layout.YurtTunnel, "yurthosts {\n        shards yurtdns-records\n        fallthrough\n    }", "coredns"},
+		{layout.Raven, "yurthosts {\n        configmap kube-system/edge-tunnel-nodes\n        service kube-system/x-raven-proxy-internal-svc\n        shards yurtdns-records\n        fallthrough\n    }", "raven-proxy-dns"},
+	} {
+		p, err := layout.Named(tc.profile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := &engine.Env{Options: engine.Options{CoreDNSImage: "example.org/c:1", SyncImage: "example.org/s:1"}}
+		objs, err := nodeLocalObjects(env, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[string]bool{}
+		for _, o := range objs {
+			kinds[o.GetKind()] = true
+			switch o.GetKind() {
+			case "ConfigMap":
+				corefile := o.Object["data"].(map[string]any)["Corefile"].(string)
+				if !strings.Contains(corefile, tc.want) || !strings.Contains(corefile, "bind 169.254.20.10") {
+					t.Errorf("%s: Corefile:\n%s\nwant %s", tc.profile, corefile, tc.want)
+				}
+			case "DaemonSet":
+				spec := o.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+				init := spec["initContainers"].([]any)[0].(map[string]any)["image"]
+				main := spec["containers"].([]any)[0].(map[string]any)["image"]
+				if spec["serviceAccountName"] != tc.sa || init != "example.org/s:1" || main != "example.org/c:1" {
+					t.Errorf("%s: ServiceAccount %v, images %v %v", tc.profile, spec["serviceAccountName"], init, main)
+				}
+			}
+		}
+		if !kinds["ConfigMap"] || !kinds["DaemonSet"] || !kinds["Service"] {
+			t.Errorf("deploy/%s renders %v", deploy.NodeLocalDNS, kinds)
+		}
+	}
+}
+
+// Revert tears down a node's address only where a kubelet started the
+// cache pod's setup.
+func TestSetupStarted(t *testing.T) {
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	done := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
+	waiting := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
+	for _, tc := range []struct {
+		name    string
+		node    string
+		init    []corev1.ContainerStatus
+		started bool
+	}{
+		{"bound, never started by its kubelet", "edge-1", nil, false},
+		{"not bound yet", "", nil, false},
+		{"setup waiting", "edge-1", []corev1.ContainerStatus{{Name: "setup", State: waiting}}, false},
+		{"setup running", "edge-1", []corev1.ContainerStatus{{Name: "setup", State: running}}, true},
+		{"setup done", "edge-1", []corev1.ContainerStatus{{Name: "setup", State: done}}, true},
+		{"setup waiting after a run", "edge-1", []corev1.ContainerStatus{{Name: "setup", State: waiting, LastTerminationState: done}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &corev1.Pod{Spec: corev1.PodSpec{NodeName: tc.node}, Status: corev1.PodStatus{InitContainerStatuses: tc.init}}
+			if got := setupStarted(p); got != tc.started {
+				t.Errorf("setupStarted = %v, want %v", got, tc.started)
+			}
+		})
+	}
+}

@@ -1,0 +1,78 @@
+package steps
+
+import (
+	"context"
+	"strings"
+
+	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/install/kube"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// objectsStep creates a fixed set of objects and deletes them on revert.
+func objectsStep(name string, objects func(*engine.Env) ([]*unstructured.Unstructured, error)) engine.Step {
+	return engine.Step{
+		Name: name,
+		Install: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
+			objs, err := objects(env)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			var res engine.Result
+			var created []string
+			for _, o := range objs {
+				changed, diff, err := kube.EnsureCreated(ctx, env, ss, o)
+				if err != nil {
+					return engine.Result{}, err
+				}
+				if changed {
+					created = append(created, kube.ObjectKey(o))
+					res.Diffs = append(res.Diffs, diff)
+				}
+			}
+			res.Changed = len(created) > 0
+			res.Summary = "already applied"
+			if res.Changed {
+				res.Summary = "created " + strings.Join(created, ", ")
+			}
+			return res, nil
+		},
+		Revert: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
+			objs, err := objects(env)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			var deleted []string
+			for i := len(objs) - 1; i >= 0; i-- {
+				ok, err := kube.DeleteCreated(ctx, env, ss, objs[i])
+				if err != nil {
+					return engine.Result{}, err
+				}
+				if ok {
+					deleted = append(deleted, kube.ObjectKey(objs[i]))
+				}
+			}
+			if len(deleted) == 0 {
+				return engine.Result{Summary: "nothing to delete"}, nil
+			}
+			return engine.Result{Changed: true, Summary: "deleted " + strings.Join(deleted, ", ")}, nil
+		},
+		Status: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.StepStatus, string, error) {
+			objs, err := objects(env)
+			if err != nil {
+				return "", "", err
+			}
+			all, err := kube.ExistsAll(ctx, env, objs)
+			switch {
+			case err != nil:
+				return "", "", err
+			case all:
+				return engine.Applied, "", nil
+			case ss.Applied:
+				return engine.Drifted, "objects install created are missing", nil
+			}
+			return engine.NotApplied, "", nil
+		},
+	}
+}

@@ -1,0 +1,179 @@
+package staticpod
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/yurtdns/yurtdns/internal/textedit"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Static pod manifests are edited as YAML node trees: the command list is
+// changed in place and every other line keeps its bytes, order and comments.
+
+const (
+	// DisableNodeLifecycle stops the controller that evicts pods from edge
+	// nodes that lost the cloud; OpenYurt takes over that job.
+	DisableNodeLifecycle = "-nodelifecycle"
+	// PreferredAddressTypes makes the apiserver reach kubelets by node name,
+	// which cluster DNS resolves to the tunnel.
+	PreferredAddressTypes = "Hostname,InternalIP,ExternalIP"
+)
+
+// staticPod is a parsed manifest with its one container's command node.
+type staticPod struct {
+	doc     *yaml.Node // the document
+	spec    *yaml.Node
+	command *yaml.Node // sequence of the container's command (or args)
+}
+
+// parseStaticPod accepts a Pod with exactly one container that has a command.
+func parseStaticPod(data []byte, wantContainer string) (*staticPod, error) {
+	var doc, extra yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("not YAML: %w", err)
+	}
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("more than one YAML document")
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("not a single YAML object")
+	}
+	root := doc.Content[0]
+	if kind := textedit.MapValue(root, "kind"); kind == nil || kind.Value != "Pod" {
+		return nil, fmt.Errorf("not a Pod")
+	}
+	spec := textedit.MapValue(root, "spec")
+	if spec == nil || spec.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("Pod has no spec")
+	}
+	containers := textedit.MapValue(spec, "containers")
+	if containers == nil || containers.Kind != yaml.SequenceNode || len(containers.Content) != 1 {
+		n := 0
+		if containers != nil {
+			n = len(containers.Content)
+		}
+		return nil, fmt.Errorf("want exactly one container, found %d", n)
+	}
+	c := containers.Content[0]
+	if name := textedit.MapValue(c, "name"); name == nil || name.Value != wantContainer {
+		return nil, fmt.Errorf("the container is not %s", wantContainer)
+	}
+	command := textedit.MapValue(c, "command")
+	if command == nil || command.Kind != yaml.SequenceNode || len(command.Content) == 0 {
+		return nil, fmt.Errorf("container %s has no command list", wantContainer)
+	}
+	return &staticPod{doc: &doc, spec: spec, command: command}, nil
+}
+
+// flag finds --name=value in the command; index is -1 when absent.
+func (p *staticPod) flag(name string) (value string, index int) {
+	prefix := "--" + name + "="
+	for i, n := range p.command.Content {
+		if v, ok := strings.CutPrefix(n.Value, prefix); ok {
+			return v, i
+		}
+	}
+	return "", -1
+}
+
+// setFlag sets --name=value, replacing the flag or appending it; it reports
+// whether anything changed.
+func (p *staticPod) setFlag(name, value string) bool {
+	current, i := p.flag(name)
+	arg := "--" + name + "=" + value
+	switch {
+	case i >= 0 && current == value:
+		return false
+	case i >= 0:
+		p.command.Content[i].Value = arg
+	default:
+		p.command.Content = append(p.command.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: arg})
+	}
+	return true
+}
+
+func (p *staticPod) encode() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	enc.CompactSeqIndent() // "- item" under its key, as kubeadm writes
+
+	if err := enc.Encode(p.doc); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), enc.Close()
+}
+
+// controllersWithoutNodeLifecycle returns the --controllers value with the
+// node lifecycle controller disabled: kept when it already is, "-nodelifecycle,*"
+// when the flag is absent, else "-nodelifecycle" first (an explicit
+// "nodelifecycle" is replaced).
+func controllersWithoutNodeLifecycle(value string, present bool) string {
+	if !present || value == "" {
+		return DisableNodeLifecycle + ",*"
+	}
+	items := strings.Split(value, ",")
+	if slices.Contains(items, DisableNodeLifecycle) {
+		return value
+	}
+	items = slices.DeleteFunc(items, func(s string) bool { return s == "nodelifecycle" })
+	return strings.Join(append([]string{DisableNodeLifecycle}, items...), ",")
+}
+
+// patchControllerManager disables the node lifecycle controller in a
+// kube-controller-manager manifest.
+func patchControllerManager(manifest []byte) (out []byte, changed bool, err error) {
+	p, err := parseStaticPod(manifest, "kube-controller-manager")
+	if err != nil {
+		return nil, false, fmt.Errorf("kube-controller-manager manifest: %w", err)
+	}
+	value, i := p.flag("controllers")
+	if !p.setFlag("controllers", controllersWithoutNodeLifecycle(value, i >= 0)) {
+		return manifest, false, nil
+	}
+	out, err = p.encode()
+	return out, true, err
+}
+
+// addFlag appends a flag to a component's command: the test-only hook that
+// makes a patch the component cannot start with (--test-only-extra-flag).
+func addFlag(manifest []byte, component, flag string) ([]byte, error) {
+	p, err := parseStaticPod(manifest, component)
+	if err != nil {
+		return nil, err
+	}
+	p.command.Content = append(p.command.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: flag})
+	return p.encode()
+}
+
+// patchAPIServer makes a kube-apiserver manifest reach kubelets by host name
+// first, resolved by cluster DNS (dnsPolicy ClusterFirstWithHostNet).
+func patchAPIServer(manifest []byte) (out []byte, changed bool, err error) {
+	p, err := parseStaticPod(manifest, "kube-apiserver")
+	if err != nil {
+		return nil, false, fmt.Errorf("kube-apiserver manifest: %w", err)
+	}
+	changed = p.setFlag("kubelet-preferred-address-types", PreferredAddressTypes)
+	const policy = "ClusterFirstWithHostNet"
+	if dns := textedit.MapValue(p.spec, "dnsPolicy"); dns == nil {
+		p.spec.Content = append(p.spec.Content,
+			&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "dnsPolicy"},
+			&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: policy})
+		changed = true
+	} else if dns.Value != policy {
+		dns.Value = policy
+		changed = true
+	}
+	if !changed {
+		return manifest, false, nil
+	}
+	out, err = p.encode()
+	return out, true, err
+}
