@@ -48,6 +48,9 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 	fl.StringVar(&f.opts.Profile, "profile", layout.YurtTunnel, "The tunnel layout: "+install.Describe())
 	fl.StringVar(&f.opts.KubeletServiceMonitor, "kubelet-servicemonitor", steps.DefaultKubeletServiceMonitor,
 		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of the kubelets, for the prometheus step")
+	fl.StringVar(&f.opts.NodeLifecycle, "kcm-nodelifecycle", engine.NodeLifecycleAuto,
+		"What the control-plane step does with kube-controller-manager's node lifecycle controller: auto (leave it on where OpenYurt v1.6 or later runs, "+
+			"read from Deployment kube-system/yurt-manager; else turn it off with --controllers=...,-nodelifecycle), disable (always turn it off) or keep (never touch kube-controller-manager)")
 	fl.StringVar(&f.opts.NodeExporterServiceMonitor, "node-exporter-servicemonitor", steps.DefaultNodeExporterServiceMonitor,
 		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of node-exporter, for the prometheus step")
 	if withInstallFlags {

@@ -11,7 +11,7 @@ import (
 
 func newPatchManifestsCommand() *cobra.Command {
 	var manifestsDir, backupDir, kubeconfig, nodeName string
-	var dryRun, revert bool
+	var dryRun, revert, keepNodeLifecycle bool
 	var timeout time.Duration
 	var extraFlags map[string]string
 	cmd := &cobra.Command{
@@ -22,7 +22,7 @@ func newPatchManifestsCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			opts := staticpod.ManifestOptions{DryRun: dryRun, TestOnlyExtraFlags: extraFlags}
+			opts := staticpod.ManifestOptions{DryRun: dryRun, TestOnlyExtraFlags: extraFlags, KeepNodeLifecycle: keepNodeLifecycle}
 			if kubeconfig != "" && !dryRun {
 				c, err := newClient(kubeconfig)
 				if err != nil {
@@ -68,6 +68,7 @@ func newPatchManifestsCommand() *cobra.Command {
 	f.StringVar(&manifestsDir, "manifests-dir", "/etc/kubernetes/manifests", "Static pod manifests directory")
 	f.StringVar(&backupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where originals are kept; must be outside --manifests-dir, on the same filesystem")
 	f.BoolVar(&dryRun, "dry-run", false, "Print a unified diff of each change and write nothing")
+	f.BoolVar(&keepNodeLifecycle, "keep-nodelifecycle", false, "Leave kube-controller-manager as it is (OpenYurt v1.6 and later need no -nodelifecycle)")
 	f.BoolVar(&revert, "revert", false, "Restore the originals from --backup-dir where the manifests are still as patched")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "With it, wait after each manifest until the kubelet runs it (mirror pod with the new config hash, Ready), "+
 		"and restore the original of a patched component that does not come back within --timeout (e.g. /etc/kubernetes/admin.conf)")

@@ -92,6 +92,11 @@ func validate(o engine.Options, plan []engine.Step) error {
 			return fmt.Errorf("--skip %q: unknown step (steps: %s)", s, strings.Join(names, ","))
 		}
 	}
+	switch o.NodeLifecycle {
+	case "", engine.NodeLifecycleAuto, engine.NodeLifecycleDisable, engine.NodeLifecycleKeep:
+	default:
+		return fmt.Errorf("--kcm-nodelifecycle %q: must be %s, %s or %s", o.NodeLifecycle, engine.NodeLifecycleAuto, engine.NodeLifecycleDisable, engine.NodeLifecycleKeep)
+	}
 	for _, sm := range []string{o.KubeletServiceMonitor, o.NodeExporterServiceMonitor} {
 		if _, err := steps.ParseNamespacedName(sm); sm != "" && err != nil {
 			return fmt.Errorf("ServiceMonitor %w", err)

@@ -21,10 +21,12 @@ type ManifestPatch struct {
 	Patch     func([]byte) ([]byte, bool, error)
 }
 
+const kubeControllerManager = "kube-controller-manager"
+
 // ControlPlanePatches are the manifest edits of the control-plane step, in
 // the order they are applied (each live before the next).
 var ControlPlanePatches = []ManifestPatch{
-	{Component: "kube-controller-manager", Patch: patchControllerManager},
+	{Component: kubeControllerManager, Patch: patchControllerManager},
 	{Component: "kube-apiserver", Patch: patchAPIServer},
 }
 
@@ -45,6 +47,18 @@ type ManifestOptions struct {
 	// TestOnlyExtraFlags adds a flag to a component's command in the patch
 	// (component → flag): tests make a patch that cannot come up with it.
 	TestOnlyExtraFlags map[string]string
+	// KeepNodeLifecycle leaves kube-controller-manager's manifest as it is:
+	// since OpenYurt v1.6 its node lifecycle controller may keep running
+	// (yurt-manager keeps the pods of autonomous nodes served).
+	KeepNodeLifecycle bool
+}
+
+// patches are the edits PatchManifests makes under o.
+func (o ManifestOptions) patches() []ManifestPatch {
+	if !o.KeepNodeLifecycle {
+		return ControlPlanePatches
+	}
+	return slices.DeleteFunc(slices.Clone(ControlPlanePatches), func(mp ManifestPatch) bool { return mp.Component == kubeControllerManager })
 }
 
 // PatchManifests edits the static pod manifests in manifestsDir. Every file
@@ -67,7 +81,7 @@ func PatchManifests(ctx context.Context, manifestsDir, backupDir string, o Manif
 	}
 	var plan []planned
 	var changes []ManifestChange
-	for _, mp := range ControlPlanePatches {
+	for _, mp := range o.patches() {
 		path := filepath.Join(manifestsDir, mp.Component+".yaml")
 		old, err := os.ReadFile(path)
 		if err != nil {

@@ -123,3 +123,18 @@ func TestPatchManifestsAllOrNothing(t *testing.T) {
 		t.Errorf("manifests directory holds %d entries after the refusal", len(files))
 	}
 }
+
+// With KeepNodeLifecycle only kube-apiserver's manifest is patched: the
+// controller manager's stays byte for byte.
+func TestPatchManifestsKeepsNodeLifecycle(t *testing.T) {
+	dir := kubeadmDir(t)
+	before := dirFiles(t, dir)
+	changes, err := PatchManifests(context.Background(), dir, t.TempDir(), ManifestOptions{KeepNodeLifecycle: true})
+	if err != nil || len(changes) != 1 || filepath.Base(changes[0].Path) != "kube-apiserver.yaml" || !changes[0].Changed {
+		t.Fatalf("changes %+v, err %v", changes, err)
+	}
+	after := dirFiles(t, dir)
+	if after["kube-controller-manager.yaml"] != before["kube-controller-manager.yaml"] || after["kube-apiserver.yaml"] == before["kube-apiserver.yaml"] {
+		t.Errorf("kube-controller-manager.yaml changed or kube-apiserver.yaml not patched")
+	}
+}

@@ -40,6 +40,10 @@ type Options struct {
 	Profile string
 	// NodeLocalDNS runs the node-local-dns step (it is skipped otherwise).
 	NodeLocalDNS bool
+	// NodeLifecycle is what the control-plane step does with
+	// kube-controller-manager's node lifecycle controller (--kcm-nodelifecycle):
+	// NodeLifecycleAuto ("" too) decides by the OpenYurt version the cluster runs.
+	NodeLifecycle string
 }
 
 // Env is what every step works with.
@@ -105,3 +109,10 @@ type Step struct {
 	Revert  func(context.Context, *Env, *StepState) (Result, error)
 	Status  func(context.Context, *Env, *StepState) (StepStatus, string, error)
 }
+
+// The values of Options.NodeLifecycle.
+const (
+	NodeLifecycleAuto    = "auto"
+	NodeLifecycleDisable = "disable"
+	NodeLifecycleKeep    = "keep"
+)

@@ -20,14 +20,22 @@ func controlPlaneStep() engine.Step {
 	return engine.Step{
 		Name: "control-plane",
 		Install: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
-			switch {
-			case env.Options.ControlPlaneJobs:
-				return runManifestJobs(ctx, env, ss, "patch")
-			case env.Options.ManifestsDir == "":
+			if !env.Options.ControlPlaneJobs && env.Options.ManifestsDir == "" {
 				return engine.Result{Summary: noManifestsDir}, nil
 			}
+			keep, why, err := keepNodeLifecycle(ctx, env)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			if env.Options.ControlPlaneJobs {
+				res, err := runManifestJobs(ctx, env, ss, "patch", keep)
+				if keep && err == nil {
+					res.Summary += "; " + leftAlone(why)
+				}
+				return res, err
+			}
 			plan, err := staticpod.PatchManifests(ctx, env.Options.ManifestsDir, env.Options.BackupDir,
-				staticpod.ManifestOptions{DryRun: true, TestOnlyExtraFlags: env.Options.TestOnlyExtraFlags})
+				staticpod.ManifestOptions{DryRun: true, TestOnlyExtraFlags: env.Options.TestOnlyExtraFlags, KeepNodeLifecycle: keep})
 			if err != nil {
 				return engine.Result{}, err
 			}
@@ -40,9 +48,15 @@ func controlPlaneStep() engine.Step {
 			}
 			if !res.Changed {
 				res.Summary = "already applied"
+				if keep {
+					res.Summary += " (" + leftAlone(why) + ")"
+				}
 				return res, nil
 			}
 			res.Summary = "kube-controller-manager --controllers gains -nodelifecycle; kube-apiserver prefers Hostname and resolves it through cluster DNS"
+			if keep {
+				res.Summary = "kube-apiserver prefers Hostname and resolves it through cluster DNS; " + leftAlone(why)
+			}
 			if env.Options.DryRun {
 				return res, nil
 			}
@@ -50,7 +64,9 @@ func controlPlaneStep() engine.Step {
 			if err := ss.Persist(ctx); err != nil {
 				return engine.Result{}, err
 			}
-			done, err := staticpod.PatchManifests(ctx, env.Options.ManifestsDir, env.Options.BackupDir, manifestOptions(env))
+			live := manifestOptions(env)
+			live.KeepNodeLifecycle = keep
+			done, err := staticpod.PatchManifests(ctx, env.Options.ManifestsDir, env.Options.BackupDir, live)
 			for _, c := range done {
 				if c.Note != "" {
 					res.Summary += "\n    " + filepath.Base(c.Path) + ": " + c.Note
@@ -63,7 +79,7 @@ func controlPlaneStep() engine.Step {
 		},
 		Revert: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
 			if ss.Records[engine.JobsRecordKey].Jobs != nil {
-				return runManifestJobs(ctx, env, ss, "restore")
+				return runManifestJobs(ctx, env, ss, "restore", false)
 			}
 			m := ss.Records[engine.ManifestsRecordKey].Manifests
 			if m == nil {
@@ -98,7 +114,11 @@ func controlPlaneStep() engine.Step {
 			if dir == "" {
 				return engine.NotApplied, "no --manifests-dir to check", nil
 			}
-			plan, err := staticpod.PatchManifests(ctx, dir, "", staticpod.ManifestOptions{DryRun: true})
+			keep, _, err := keepNodeLifecycle(ctx, env)
+			if err != nil {
+				return "", "", err
+			}
+			plan, err := staticpod.PatchManifests(ctx, dir, "", staticpod.ManifestOptions{DryRun: true, KeepNodeLifecycle: keep})
 			if err != nil {
 				return engine.Drifted, err.Error(), nil
 			}

@@ -29,14 +29,17 @@ const (
 
 // manifestJob runs `patch-manifests` (or its revert) on one node with the
 // host's /etc/kubernetes mounted.
-func manifestJob(node, action, image string, o engine.Options) *batchv1.Job {
+func manifestJob(node, action, image string, keepNodeLifecycle bool, o engine.Options) *batchv1.Job {
 	// The Job waits for its node's kubelet to run each manifest, reading the
 	// mirror pods with the node's admin kubeconfig (it has the host's
 	// /etc/kubernetes anyway), and rolls back a patch that does not come up.
 	args := []string{"patch-manifests", "--manifests-dir", jobMount + "/manifests", "--backup-dir", jobMount + "/yurtdns-backup",
 		"--kubeconfig", jobMount + "/admin.conf", "--node-name", node, "--timeout", o.Timeout.String()}
-	if action == "restore" {
+	switch {
+	case action == "restore":
 		args = append(args, "--revert")
+	case keepNodeLifecycle:
+		args = append(args, "--keep-nodelifecycle")
 	}
 	for _, c := range slices.Sorted(maps.Keys(o.TestOnlyExtraFlags)) {
 		if action == "patch" {
@@ -50,7 +53,7 @@ func manifestJob(node, action, image string, o engine.Options) *batchv1.Job {
 
 // runManifestJobs creates a Job per control-plane node and waits for all
 // to complete.
-func runManifestJobs(ctx context.Context, env *engine.Env, ss *engine.StepState, action string) (engine.Result, error) {
+func runManifestJobs(ctx context.Context, env *engine.Env, ss *engine.StepState, action string, keepNodeLifecycle bool) (engine.Result, error) {
 	nodes, err := kube.ControlPlaneNodes(ctx, env)
 	if err != nil {
 		return engine.Result{}, err
@@ -79,7 +82,7 @@ func runManifestJobs(ctx context.Context, env *engine.Env, ss *engine.StepState,
 	var res engine.Result
 	var jobs []*unstructured.Unstructured
 	for _, n := range nodes {
-		job := kube.ToUnstructured(manifestJob(n, action, image, env.Options), "batch/v1", "Job")
+		job := kube.ToUnstructured(manifestJob(n, action, image, keepNodeLifecycle, env.Options), "batch/v1", "Job")
 		if !env.Options.DryRun {
 			if err := kube.DeleteFailedJob(ctx, env, job.GetName()); err != nil {
 				return engine.Result{}, err
@@ -137,7 +140,7 @@ func jobImage(env *engine.Env, ss *engine.StepState, action string) (string, err
 // recorded) that still exist.
 func waitRecordedPatchJobs(ctx context.Context, env *engine.Env, ss *engine.StepState, nodes []string, image string) error {
 	for _, n := range nodes {
-		job := kube.ToUnstructured(manifestJob(n, "patch", image, env.Options), "batch/v1", "Job")
+		job := kube.ToUnstructured(manifestJob(n, "patch", image, false, env.Options), "batch/v1", "Job")
 		if rec, ok := ss.Records[kube.ObjectKey(job)]; !ok || !rec.Created {
 			continue
 		}

@@ -16,10 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// yurt-manager and the controller of it that writes edge-tunnel-nodes: its
+// The controller of yurt-manager that writes edge-tunnel-nodes: its
 // registered name and alias (openyurt cmd/yurt-manager/names/controller_names.go).
 const (
-	yurtManager          = "yurt-manager"
 	gatewayDNSController = "gateway-dns-controller"
 	gatewayDNSAlias      = "gatewaydns"
 	controllersFlag      = "--controllers"
