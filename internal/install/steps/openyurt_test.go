@@ -16,7 +16,7 @@ import (
 
 func TestImageTag(t *testing.T) {
 	for ref, want := range map[string]string{
-		"docker.io/openyurt/yurt-manager:v1.7.0":   "v1.7.0",
+		"docker.io/openyurt/yurt-manager:v1.7.0":    "v1.7.0",
 		"registry.local:5000/openyurt/yurt-manager": "",
 		"registry.local:5000/yurt-manager:v1.6.1":   "v1.6.1",
 		"openyurt/yurt-manager:v1.7.0@sha256:abcd":  "v1.7.0",
