@@ -105,20 +105,27 @@ deps:
 		$(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
 	fi
 
-## test: vet, the unit and integration tests with -race (every fuzz test's seed and regression
-## corpus in testdata/fuzz runs as a test), the end-to-end tests under test/ without it (they
-## drive the real binaries, which -race would not instrument), and test/promrelabel's (its own
-## module: Prometheus's relabel code); then, alone on the machine's cores, the tests on the
+## test: vet; then side by side the unit and integration tests with -race (every fuzz test's seed
+## and regression corpus in testdata/fuzz runs as a test) with test/promrelabel's (its own module:
+## Prometheus's relabel code), and the end-to-end tests under test/ without it (they drive the
+## real binaries, which -race would not instrument); then, alone on the machine's cores, the tests on the
 ## real two-node kubeadm cluster (test/cluster, test/realcluster; root); then each fuzz target
 ## fuzzes for TEST_FUZZTIME.
 CLUSTER_PKGS := ./test/cluster ./test/realcluster
 test: prereqs
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /test/)
-	$(GO) test -count=1 -timeout 30m $$($(GO) list ./test/... | grep -v -e /test/cluster -e /test/realcluster)
-	cd test/promrelabel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	$(MAKE) -j2 test-unit test-e2e
 	$(GO) test -count=1 -p 1 -timeout 30m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; exit $${PIPESTATUS[0]}
 	hack/fuzz.sh $(TEST_FUZZTIME)
+
+# test-unit and test-e2e run side by side in make test: the e2e tests mostly
+# wait on the processes they drive while the -race builds fill the cores.
+.PHONY: test-unit test-e2e
+test-unit:
+	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /test/)
+	cd test/promrelabel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+test-e2e:
+	$(GO) test -count=1 -timeout 30m $$($(GO) list ./test/... | grep -v -e /test/cluster -e /test/realcluster)
 
 ## fuzz: every Go fuzz test for FUZZTIME each (default 1m; FUZZTIME=10m for a soak).
 ## A crash writes its input to the package's testdata/fuzz: keep it as a regression test.
