@@ -21,13 +21,17 @@ type ManifestPatch struct {
 	Patch     func([]byte) ([]byte, bool, error)
 }
 
-const kubeControllerManager = "kube-controller-manager"
+// The control-plane components the step edits (their static pods' names).
+const (
+	kubeControllerManager = "kube-controller-manager"
+	kubeAPIServer         = "kube-apiserver"
+)
 
 // ControlPlanePatches are the manifest edits of the control-plane step, in
 // the order they are applied (each live before the next).
 var ControlPlanePatches = []ManifestPatch{
 	{Component: kubeControllerManager, Patch: patchControllerManager},
-	{Component: "kube-apiserver", Patch: patchAPIServer},
+	{Component: kubeAPIServer, Patch: patchAPIServer},
 }
 
 // ManifestChange is the outcome for one file.

@@ -130,7 +130,7 @@ func controllersWithoutNodeLifecycle(value string, present bool) string {
 // patchControllerManager disables the node lifecycle controller in a
 // kube-controller-manager manifest.
 func patchControllerManager(manifest []byte) (out []byte, changed bool, err error) {
-	p, err := parseStaticPod(manifest, "kube-controller-manager")
+	p, err := parseStaticPod(manifest, kubeControllerManager)
 	if err != nil {
 		return nil, false, fmt.Errorf("kube-controller-manager manifest: %w", err)
 	}
@@ -156,7 +156,7 @@ func addFlag(manifest []byte, component, flag string) ([]byte, error) {
 // patchAPIServer makes a kube-apiserver manifest reach kubelets by host name
 // first, resolved by cluster DNS (dnsPolicy ClusterFirstWithHostNet).
 func patchAPIServer(manifest []byte) (out []byte, changed bool, err error) {
-	p, err := parseStaticPod(manifest, "kube-apiserver")
+	p, err := parseStaticPod(manifest, kubeAPIServer)
 	if err != nil {
 		return nil, false, fmt.Errorf("kube-apiserver manifest: %w", err)
 	}
