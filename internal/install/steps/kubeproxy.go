@@ -23,6 +23,8 @@ const (
 	kubeProxyName    = "kube-proxy"
 	kubeProxyConfKey = "config.conf"
 	restartedAtKey   = "kubectl.kubernetes.io/restartedAt"
+	// nodePoolLabel marks a node yurtadm join put in a NodePool.
+	nodePoolLabel = "apps.openyurt.io/nodepool"
 )
 
 // kubeProxyStep makes kube-proxy use the in-cluster config, which yurthub
@@ -100,7 +102,11 @@ func kubeProxySkipReason(ctx context.Context, env *engine.Env, edit kube.FieldEd
 	}
 	var without []string
 	for _, n := range nodes.Items {
-		if !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool {
+		// yurtadm join (v1.7) runs yurthub as a systemd service, which has no
+		// mirror pod, on nodes it puts in a NodePool; older installs and the
+		// chart run the static pod yurt-hub(-cloud)-<node>.
+		_, pooled := n.Labels[nodePoolLabel]
+		if !pooled && !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool {
 			return p.Spec.NodeName == n.Name && (p.Name == "yurt-hub-"+n.Name || p.Name == "yurt-hub-cloud-"+n.Name)
 		}) {
 			without = append(without, n.Name)
@@ -109,7 +115,7 @@ func kubeProxySkipReason(ctx context.Context, env *engine.Env, edit kube.FieldEd
 	const why = "kube-proxy would reach the apiserver through the kubernetes Service it programs itself and could not recover from an apiserver restart"
 	switch {
 	case len(without) == len(nodes.Items):
-		return "no yurthub found (no mirror pod kube-system/yurt-hub-<node>): " + why, nil
+		return "no yurthub found (no mirror pod kube-system/yurt-hub-<node>, no node in a NodePool): " + why, nil
 	case len(without) > 0:
 		slices.Sort(without)
 		return "yurthub does not run on " + strings.Join(without, ", ") + ": there " + why, nil

@@ -25,7 +25,8 @@ func TestKubeProxySkipReason(t *testing.T) {
 	conf := cm.Data["config.conf"]
 	nodes := []client.Object{
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-1"}},
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}},
+		// yurtadm join v1.7 put it in a pool and runs yurthub as a service.
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{nodePoolLabel: "edge"}}},
 	}
 	yurthub := func(name, node string) client.Object {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: name}, Spec: corev1.PodSpec{NodeName: node}}
@@ -40,9 +41,9 @@ func TestKubeProxySkipReason(t *testing.T) {
 		pods []client.Object
 		want string
 	}{
-		{"no yurthub", conf, nil, "no yurthub found"},
-		{"a yurthub elsewhere", conf, []client.Object{yurthub("yurt-hub-master-2", "master-1")}, "no yurthub found"},
 		{"one node without", conf, []client.Object{yurthub("yurt-hub-worker-1", "worker-1")}, "yurthub does not run on master-1: there kube-proxy would reach the apiserver"},
+		{"only the pooled node", conf, nil, "yurthub does not run on master-1: there kube-proxy would reach the apiserver"},
+		{"a pooled node with yurthub as a service", conf, []client.Object{yurthub("yurt-hub-cloud-master-1", "master-1")}, ""},
 		{"everywhere", conf, []client.Object{yurthub("yurt-hub-cloud-master-1", "master-1"), yurthub("yurt-hub-worker-1", "worker-1")}, ""},
 		{"already commented out", commented, nil, "already commented out or empty"},
 		{"empty", strings.Replace(conf, "kubeconfig: /var/lib/kube-proxy/kubeconfig.conf", `kubeconfig: ""`, 1), nil, "already commented out or empty"},
