@@ -64,7 +64,7 @@ func TestControlPlaneJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	only := "--skip=rbac,corefile,coredns-daemonset,kube-dns-topology,kube-proxy,sync"
+	only := "--skip=rbac,corefile,coredns-daemonset,kube-dns-topology,kube-proxy,tunnel-dns,sync"
 	run := func(args ...string) string {
 		t.Helper()
 		p := harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), append([]string{args[0], "--kubeconfig", k.Kubeconfig, "--timeout", "20s"}, args[1:]...)...)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,8 @@ import (
 const fixtures = "../testdata/kubeadm"
 
 // kubeadmCluster is a harness control plane with kubeadm's CoreDNS and
-// kube-proxy objects, OpenYurt's tunnel Service and records, and a local
-// copy of kubeadm's static pod manifests.
+// kube-proxy objects, OpenYurt's tunnel Service, records and
+// yurt-tunnel-server, and a local copy of kubeadm's static pod manifests.
 type kubeadmCluster struct {
 	*harness.ControlPlane
 	manifests, backups string
@@ -37,6 +38,7 @@ func newKubeadmCluster(t *testing.T) *kubeadmCluster {
 	cp.CreateFromFile(t, filepath.Join(fixtures, "coredns.yaml"))
 	cp.CreateFromFile(t, filepath.Join(fixtures, "kube-proxy.yaml"))
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
+	createYurtTunnelServer(t, cp, yurtTunnelServerArgs...)
 	// The control-plane node, Ready, with OpenYurt's yurthub (its mirror pod).
 	cp.CreateNode(t, harness.Node{Name: "master-1", InternalIP: "192.168.0.10", Ready: true,
 		Labels: map[string]string{"kubernetes.io/os": "linux", "node-role.kubernetes.io/control-plane": ""}})
@@ -116,6 +118,11 @@ func (k *kubeadmCluster) snapshot(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	put("deployment/coredns", []any{d.Spec, d.Annotations})
+	tunnel, err := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "yurt-tunnel-server", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("deployment/yurt-tunnel-server", tunnel.Spec)
 	proxy, err := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, "kube-proxy", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +192,7 @@ func TestInstallRevert(t *testing.T) {
 	for _, want := range []string{"[rbac] would: created Role", "[corefile] would:", "+    yurthosts {", "-    hosts /etc/edge/tunnel-nodes {",
 		"[coredns-daemonset] would:", "DaemonSet kube-system/coredns", "[kube-dns-topology] would:", "+openyurt.io/nodepool",
 		"[kube-proxy] would:", "+  #kubeconfig: /var/lib/kube-proxy/kubeconfig.conf", "[control-plane] would:", "-nodelifecycle,*,bootstrapsigner",
-		"[sync] would: created", "Deployment kube-system/tunnel-nodes-sync"} {
+		"[tunnel-dns] would:", "+false", "[sync] would: created", "Deployment kube-system/tunnel-nodes-sync"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run output lacks %q", want)
 		}
@@ -252,6 +259,10 @@ func TestInstallRevert(t *testing.T) {
 	}
 	if _, err := k.Client.RbacV1().Roles(tunnelnodes.Namespace).Get(ctx, "yurtdns:coredns", metav1.GetOptions{}); err != nil {
 		t.Errorf("coredns role: %v", err)
+	}
+	tunnelServer, _ := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "yurt-tunnel-server", metav1.GetOptions{})
+	if args := tunnelServer.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--enable-dns-controller=false") {
+		t.Errorf("yurt-tunnel-server args %q", args)
 	}
 	sync, err := k.Client.AppsV1().Deployments(tunnelnodes.Namespace).Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})
 	if err != nil || sync.Spec.Template.Spec.Containers[0].Image != "tunnel-nodes-sync:test" {
@@ -410,7 +421,7 @@ func TestInstallKubeProxyNeedsYurthub(t *testing.T) {
 	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
 	defer stop()
 	out, err := k.run(t, "install", "--skip", "control-plane,sync")
-	if err != nil || !strings.Contains(out, "[kube-proxy] skipped: no yurthub found (no mirror pod kube-system/yurt-hub-<node>): kube-proxy would reach the apiserver through the kubernetes Service") {
+	if err != nil || !strings.Contains(out, "[kube-proxy] skipped: no yurthub found (no mirror pod kube-system/yurt-hub-<node>, no node in a NodePool): kube-proxy would reach the apiserver through the kubernetes Service") {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	after := k.snapshot(t)

@@ -53,7 +53,7 @@ func TestControlPlaneStepFollowsOpenYurtVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	skip := "--skip=records,rbac,corefile,coredns-daemonset,kube-dns-topology,kube-proxy,sync,prometheus"
+	skip := "--skip=records,rbac,corefile,coredns-daemonset,kube-dns-topology,kube-proxy,tunnel-dns,sync,prometheus"
 	for _, tc := range []struct {
 		name, version, image, flag string
 		keep                       bool

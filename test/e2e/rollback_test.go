@@ -73,7 +73,7 @@ func playStaticPods(t *testing.T, k *kubeadmCluster, failOn string) (stop func()
 // kubelet to wait for, and install says so.
 func TestControlPlaneLiveAndRollback(t *testing.T) {
 	k := newKubeadmCluster(t)
-	only := "--skip=rbac,corefile,coredns-daemonset,kube-dns-topology,kube-proxy,sync"
+	only := "--skip=rbac,corefile,coredns-daemonset,kube-dns-topology,kube-proxy,tunnel-dns,sync"
 	original, _ := os.ReadFile(filepath.Join(k.manifests, "kube-apiserver.yaml"))
 
 	stop := playStaticPods(t, k, "--no-such-flag")

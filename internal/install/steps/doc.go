@@ -9,6 +9,7 @@
 //	kubednstopology.go   kube-dns-topology  kube-dns answers within the node pool
 //	kubeproxy.go         kube-proxy         in-cluster config (where yurthub serves it), rolling restart
 //	controlplane.go      control-plane      static pod manifests, locally or by Jobs (controlplanejobs.go)
+//	tunneldns.go         tunnel-dns         yurt-tunnel-server's DNS controller off (--enable-dns-controller=false)
 //	sync.go              sync               the tunnel-nodes-sync Deployment from deploy/
 //	prometheus.go        prometheus         Prometheus scrapes kubelets and node-exporters by node name
 //
@@ -28,6 +29,8 @@
 //
 // Two builders make most steps: objectsStep (objectsstep.go) creates a
 // fixed set of objects and deletes them on revert; fieldStep (fieldstep.go)
-// changes one value and restores it. The DaemonSet is built from the
+// changes one value and restores it, and deploymentFlagStep
+// (deploymentflag.go) makes it one flag of a Deployment's container, waiting
+// for the rollout (gateway-dns, tunnel-dns). The DaemonSet is built from the
 // Deployment in daemonset.go.
 package steps

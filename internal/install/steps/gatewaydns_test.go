@@ -1,12 +1,6 @@
 package steps
 
-import (
-	"slices"
-	"strings"
-	"testing"
-
-	corev1 "k8s.io/api/core/v1"
-)
+import "testing"
 
 func TestDisableGatewayDNS(t *testing.T) {
 	for in, want := range map[string]string{
@@ -48,30 +42,4 @@ func FuzzDisableGatewayDNS(f *testing.F) {
 			t.Fatalf("%q runs no gateway-dns but was changed to %q", list, out)
 		}
 	})
-}
-
-// TestSetFlag: the flag keeps its form (--flag=value or --flag value),
-// is appended when absent and removed, both forms, on revert.
-func TestSetFlag(t *testing.T) {
-	for _, tc := range []struct {
-		args   []string
-		value  string
-		exists bool
-		want   []string
-	}{
-		{[]string{"--v=4", "--controllers=-nodelifecycle,*"}, "X", true, []string{"--v=4", "--controllers=X"}},
-		{[]string{"--controllers", "*", "--v=4"}, "X", true, []string{"--controllers", "X", "--v=4"}},
-		{[]string{"--v=4"}, "X", true, []string{"--v=4", "--controllers=X"}},
-		{[]string{"--controllers=X", "--v=4"}, "", false, []string{"--v=4"}},
-		{[]string{"--v=4", "--controllers", "X"}, "", false, []string{"--v=4"}},
-	} {
-		c := &corev1.Container{Args: slices.Clone(tc.args)}
-		setFlag(c, controllersFlag, tc.value, tc.exists)
-		if !slices.Equal(c.Args, tc.want) {
-			t.Errorf("setFlag(%q, %q, %v) = %q, want %q", tc.args, tc.value, tc.exists, c.Args, tc.want)
-		}
-		if _, v, _, found := findFlag(c, controllersFlag); found != tc.exists || v != tc.value {
-			t.Errorf("after setFlag(%q): findFlag = %q, %v", strings.Join(tc.args, " "), v, found)
-		}
-	}
 }
