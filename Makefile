@@ -71,18 +71,26 @@ $(TOOLS_STAMP): hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go hack
 		-o $(K8S_BIN)/coredns github.com/coredns/coredns
 	touch $@
 
-## yurthub: OpenYurt's yurthub v1.7.0 for the edge-autonomy tests, from its own module
-## (hack/tools/yurthub: openyurt pins k8s.io/kubernetes v1.34.0), part of test-tools.
-YURTHUB_STAMP := $(K8S_BIN)/.yurthub-$(shell cat hack/tools/yurthub/go.mod hack/tools/yurthub/go.sum | sha256sum | cut -c1-16)
-YURTHUB_LDFLAGS := -s -w $(foreach v,gitVersion=v1.7.0 gitCommit=35ef4cd692e387d0d56c9084e3da161bad2a3092 buildDate=2026-01-01T00:00:00Z,\
+## openyurt: OpenYurt v1.7.0's yurthub, yurt-manager, yurt-tunnel-server and yurt-tunnel-agent,
+## from their own module (hack/tools/openyurt: openyurt pins k8s.io/kubernetes v1.34.0), and the
+## yurt-manager chart's CRDs and RBAC from the same module, part of test-tools: the edge-autonomy
+## tests run yurthub, and test/cluster makes the kubeadm cluster an OpenYurt cluster with all four.
+OPENYURT_STAMP := $(K8S_BIN)/.openyurt-$(shell cat hack/tools/openyurt/go.mod hack/tools/openyurt/go.sum | sha256sum | cut -c1-16)
+OPENYURT_LDFLAGS := -s -w $(foreach v,gitVersion=v1.7.0 gitCommit=35ef4cd692e387d0d56c9084e3da161bad2a3092 buildDate=2026-01-01T00:00:00Z,\
 	-X github.com/openyurtio/openyurt/pkg/projectinfo.$(v))
-.PHONY: yurthub
-yurthub test-tools: $(YURTHUB_STAMP)
-$(YURTHUB_STAMP): hack/tools/yurthub/go.mod hack/tools/yurthub/go.sum
+OPENYURT_CMDS := yurthub yurt-manager yurt-tunnel-server yurt-tunnel-agent
+.PHONY: openyurt
+openyurt test-tools: $(OPENYURT_STAMP)
+$(OPENYURT_STAMP): hack/tools/openyurt/go.mod hack/tools/openyurt/go.sum
 	@mkdir -p $(K8S_BIN)
-	rm -f $(K8S_BIN)/.yurthub-*
-	cd hack/tools/yurthub && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(YURTHUB_LDFLAGS)' \
-		-o ../../../$(K8S_BIN)/yurthub github.com/openyurtio/openyurt/cmd/yurthub
+	rm -f $(K8S_BIN)/.openyurt-* $(K8S_BIN)/.yurthub-*
+	cd hack/tools/openyurt && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(OPENYURT_LDFLAGS)' \
+		-o ../../../$(K8S_BIN)/ $(addprefix github.com/openyurtio/openyurt/cmd/,$(OPENYURT_CMDS))
+	rm -rf $(K8S_BIN)/openyurt-chart && mkdir -p $(K8S_BIN)/openyurt-chart && \
+		chart=$$(cd hack/tools/openyurt && $(GO) list -m -f '{{.Dir}}' github.com/openyurtio/openyurt)/charts/yurt-manager && \
+		mkdir $(K8S_BIN)/openyurt-chart/crds && cp $$chart/crds/*.yaml $(K8S_BIN)/openyurt-chart/crds/ && \
+		cp $$chart/templates/yurt-manager-auto-generated.yaml $$chart/../yurthub/templates/yurthub-cfg.yaml $(K8S_BIN)/openyurt-chart/ && \
+		chmod -R u+w $(K8S_BIN)/openyurt-chart
 	touch $@
 
 ## deps: dig and dnsperf, for the kubeadm cluster containerd, runc, the CNI plugins,

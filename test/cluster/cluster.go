@@ -62,6 +62,7 @@ func newNodes(c *Cluster) []*Node {
 	}
 	for _, n := range nodes {
 		n.c, n.netns, n.dir = c, "yurtdns-"+n.Name, filepath.Join(c.dir, "nodes", n.Name)
+		n.kubelet.start, n.yurthub.start = n.startKubeletOnce, n.startYurthubOnce
 	}
 	return nodes
 }
@@ -124,6 +125,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	defer func() {
 		if err != nil {
+			c.keepLogs()
 			c.Stop()
 		}
 	}()
@@ -163,7 +165,11 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 	if err != nil {
 		return err
 	}
-	images = append(images, extraImages...)
+	openyurt, err := c.openyurtImageArchives()
+	if err != nil {
+		return err
+	}
+	images = append(append(images, openyurt...), extraImages...)
 	c.images = images
 	errs := make(chan error, len(c.Nodes))
 	for _, n := range c.Nodes {
@@ -184,13 +190,29 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 	}
 	c.Kubeconfig = filepath.Join(m.dir, "state", "etc_kubernetes", "admin.conf")
 	c.logf("kubeadm init done")
+	if err := c.startYurtManager(ctx); err != nil {
+		return fmt.Errorf("yurt-manager: %w", err)
+	}
+	c.logf("yurt-manager up, NodePool %s made", EdgePool)
 	for _, n := range c.Nodes[1:] {
 		if _, err := n.Run(ctx, c.bin("kubeadm"), "join", "--config", configs[n], "-v=1"); err != nil {
 			return fmt.Errorf("kubeadm join %s: %w", n.Name, err)
 		}
-		c.logf("kubeadm join %s done", n.Name)
+		if n.Edge {
+			if err := n.putBehindYurthub(ctx); err != nil {
+				return fmt.Errorf("yurthub on %s: %w", n.Name, err)
+			}
+		}
+		c.logf("kubeadm join %s done%s", n.Name, map[bool]string{true: ", its kubelet behind yurthub"}[n.Edge])
 	}
-	return c.waitReady(ctx)
+	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
+	if err := c.startTunnel(ctx); err != nil {
+		return fmt.Errorf("yurt-tunnel: %w", err)
+	}
+	c.logf("yurt-tunnel-server and yurt-tunnel-agent up")
+	return nil
 }
 
 // waitReady waits for every node Ready, kube-proxy and CoreDNS rolled out,
@@ -273,6 +295,22 @@ func (c *Cluster) Clientset() (kubernetes.Interface, error) {
 
 // Dir is the cluster's live directory (logs: nodes/NAME/*.log).
 func (c *Cluster) Dir() string { return c.dir }
+
+// keepLogs copies the nodes' logs and their pods' logs to failed-start/ in
+// the cluster directory, which teardown leaves: why a start failed.
+func (c *Cluster) keepLogs() {
+	dst := filepath.Join(c.cacheDir, "failed-start")
+	os.RemoveAll(dst)
+	for _, n := range c.machines() {
+		files, _ := filepath.Glob(filepath.Join(n.dir, "*.log"))
+		files = append(files, n.StateDir("var/log/pods"))
+		os.MkdirAll(filepath.Join(dst, n.Name), 0o755)
+		for _, f := range files {
+			exec.Command("cp", "-rL", f, filepath.Join(dst, n.Name)).Run()
+		}
+	}
+	c.logf("logs of the failed start kept in %s", dst)
+}
 
 // Stop tears the cluster down and puts back what it changed on the machine.
 func (c *Cluster) Stop() error {

@@ -47,8 +47,24 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
-	if !strings.Contains(out, "openyurt.io/is-edge-worker=true") {
-		t.Error("worker-1 is not labelled as an edge node")
+	if !strings.Contains(out, "openyurt.io/is-edge-worker=true,") && !strings.Contains(out, NodePoolLabel+"="+EdgePool) {
+		t.Error("worker-1 is not labelled as an edge node of the edge pool")
+	}
+	// The OpenYurt parts: worker-1's kubelet through a ready yurthub, and
+	// yurt-tunnel-server's DNS controller writing the records (no sync yet).
+	worker := c.Node("worker-1")
+	if !worker.ThroughYurthub() {
+		t.Error("worker-1's kubelet does not run with yurthub's kubeconfig")
+	}
+	if ready, err := worker.YurthubGet(ctx, "/v1/readyz"); err != nil || ready != "OK" {
+		t.Errorf("yurthub on worker-1: readyz %q, %v", ready, err)
+	}
+	if metrics, err := worker.YurthubGet(ctx, "/metrics"); err != nil || !strings.Contains(metrics, `git_version="v1.7.0"`) {
+		t.Errorf("yurthub on worker-1 is not OpenYurt v1.7.0: %v", err)
+	}
+	writes, err := c.ConfigMapWrites("yurt-tunnel-nodes", started)
+	if err != nil || writes["system:serviceaccount:kube-system:yurt-tunnel-server"] == 0 {
+		t.Errorf("yurt-tunnel-server's DNS controller did not write yurt-tunnel-nodes: %v %v", writes, err)
 	}
 	for _, n := range c.Nodes {
 		// The stub resolver: kubeadm's Corefile forwards there, and it never leaves the machine.

@@ -37,6 +37,23 @@ networking:
   dnsDomain: cluster.local
 apiServer:
   certSANs: [{{ip}}, {{name}}, 127.0.0.1]
+  # An audit log of the writes to kube-system's ConfigMaps: who writes the
+  # records, and how often (ConfigMapWrites).
+  extraArgs:
+  - name: audit-policy-file
+    value: /etc/kubernetes/audit-policy.yaml
+  - name: audit-log-path
+    value: /var/log/kubernetes/audit.log
+  extraVolumes:
+  - name: audit-policy
+    hostPath: /etc/kubernetes/audit-policy.yaml
+    mountPath: /etc/kubernetes/audit-policy.yaml
+    readOnly: true
+    pathType: File
+  - name: audit-log
+    hostPath: /var/log/kubernetes
+    mountPath: /var/log/kubernetes
+    pathType: DirectoryOrCreate
 ---
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -86,6 +103,20 @@ const nodeRegistration = `  name: {{name}}
     value: {{ip}}
 {{labels}}`
 
+// auditPolicy logs who wrote which ConfigMap of kube-system, nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete]
+  namespaces: [kube-system]
+  resources:
+  - group: ""
+    resources: [configmaps]
+- level: None
+`
+
 // kubeadmConfig writes node's kubeadm configuration (init for the first
 // node, join for the others) and its kubelet patch, and returns its path.
 func (c *Cluster) kubeadmConfig(n *Node) (string, error) { return c.kubeadmConfigAs(n, n.Name) }
@@ -102,9 +133,12 @@ func (c *Cluster) kubeadmConfigAs(n *Node, nodeName string) (string, error) {
 	if err := os.WriteFile(filepath.Join(patches, "kubeletconfiguration+merge.yaml"), []byte(patch), 0o644); err != nil {
 		return "", err
 	}
-	labels := ""
+	// The labels yurtadm join gives (constructNodeLabels), set by the
+	// kubelet at registration: yurt-manager's node webhook denies an admin
+	// who changes openyurt.io/is-edge-worker later.
+	labels := "  - name: node-labels\n    value: openyurt.io/is-edge-worker=false\n"
 	if n.Edge {
-		labels = "  - name: node-labels\n    value: openyurt.io/is-edge-worker=true\n"
+		labels = "  - name: node-labels\n    value: openyurt.io/is-edge-worker=true," + NodePoolLabel + "=" + EdgePool + "\n"
 	}
 	tmpl := kubeadmJoin
 	if n == c.Nodes[0] {
@@ -122,6 +156,11 @@ func (c *Cluster) kubeadmConfigAs(n *Node, nodeName string) (string, error) {
 		"{{serviceCIDR}}", serviceCIDR,
 		"{{masterIP}}", c.Nodes[0].IP,
 	).Replace(text)
+	if n == c.Nodes[0] {
+		if err := os.WriteFile(filepath.Join(n.StateDir("etc/kubernetes"), "audit-policy.yaml"), []byte(auditPolicy), 0o644); err != nil {
+			return "", err
+		}
+	}
 	path := filepath.Join(n.dir, "kubeadm.yaml")
 	return path, os.WriteFile(path, []byte(text), 0o644)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"strconv"
 	"strings"
 )
 
@@ -109,4 +110,27 @@ func upNodeNetwork(n *Node, peers []*Node) error {
 		}
 	}
 	return nil
+}
+
+// RefuseFromOutside makes the node refuse TCP connections to ports from
+// anywhere but itself, as an edge node behind a firewall refuses the cloud:
+// what then reaches them came through the tunnel, whose agent on the node
+// dials them. The returned func lifts it.
+func (n *Node) RefuseFromOutside(ports ...int) (lift func() error, err error) {
+	var list []string
+	for _, p := range ports {
+		list = append(list, strconv.Itoa(p))
+	}
+	rule := []string{"INPUT", "-p", "tcp", "-m", "multiport", "--dports", strings.Join(list, ","), "!", "-s", n.IP, "-j", "REJECT", "--reject-with", "tcp-reset"}
+	iptables := func(op string) error {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", n.netns, "iptables", "-w", op}, rule...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("iptables %s %s on %s: %v: %s", op, strings.Join(rule, " "), n.Name, err, out)
+		}
+		return nil
+	}
+	if err := iptables("-I"); err != nil {
+		return nil, err
+	}
+	return func() error { return iptables("-D") }, nil
 }

@@ -29,15 +29,18 @@ type Node struct {
 	// Edge nodes carry openyurt.io/is-edge-worker=true.
 	Edge bool
 
-	c      *Cluster
-	short  string // for interface names (15 bytes at most)
-	netns  string
-	dir    string
-	anchor *process
+	c     *Cluster
+	short string // for interface names (15 bytes at most)
+	// registeredAs is the node's name in the cluster when a JoinAs gave it
+	// another one.
+	registeredAs string
+	netns        string
+	dir          string
+	anchor       *process
 
-	kubeletMu   sync.Mutex
-	kubeletStop chan struct{}
-	kubeletDone chan struct{}
+	kubelet service
+	// yurthub runs on edge nodes, as yurtadm join's systemd unit runs it.
+	yurthub service
 }
 
 // cgroupName is the node's kubelet cgroupRoot, one per node so the two
@@ -227,21 +230,29 @@ func (n *Node) ImportImages(archives ...string) error {
 	return nil
 }
 
-// StartKubelet plays systemd's part for the node's kubelet: it starts the
-// kubelet once kubeadm has written its configuration, with the flags kubeadm
-// wrote, and restarts it when it exits, until StopKubelet.
-func (n *Node) StartKubelet() {
-	n.kubeletMu.Lock()
-	defer n.kubeletMu.Unlock()
-	if n.kubeletStop != nil {
+// service plays systemd's part for one daemon of a node: it starts it,
+// restarts it when it exits, until stopped.
+type service struct {
+	start func() (*process, error)
+
+	mu   sync.Mutex
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Start starts the daemon under supervision (again after a Stop).
+func (s *service) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
 		return
 	}
 	stop, done := make(chan struct{}), make(chan struct{})
-	n.kubeletStop, n.kubeletDone = stop, done
+	s.stop, s.done = stop, done
 	go func() {
 		defer close(done)
 		for {
-			if p, err := n.startKubeletOnce(); err == nil {
+			if p, err := s.start(); err == nil {
 				select {
 				case <-p.exited:
 				case <-stop:
@@ -258,18 +269,26 @@ func (n *Node) StartKubelet() {
 	}()
 }
 
-// StopKubelet stops the kubelet (the node goes NotReady; its pods keep
-// running, as on a machine whose kubelet died).
-func (n *Node) StopKubelet() {
-	n.kubeletMu.Lock()
-	defer n.kubeletMu.Unlock()
-	if n.kubeletStop == nil {
+// Stop stops the daemon and its supervision.
+func (s *service) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop == nil {
 		return
 	}
-	close(n.kubeletStop)
-	<-n.kubeletDone
-	n.kubeletStop, n.kubeletDone = nil, nil
+	close(s.stop)
+	<-s.done
+	s.stop, s.done = nil, nil
 }
+
+// StartKubelet starts the node's kubelet once kubeadm has written its
+// configuration, with the flags kubeadm wrote, and restarts it when it
+// exits, until StopKubelet.
+func (n *Node) StartKubelet() { n.kubelet.Start() }
+
+// StopKubelet stops the kubelet (the node goes NotReady; its pods keep
+// running, as on a machine whose kubelet died).
+func (n *Node) StopKubelet() { n.kubelet.Stop() }
 
 var errNoKubeletConfig = errors.New("kubeadm has not written the kubelet configuration yet")
 

@@ -23,7 +23,7 @@ for d in etc var opt usr; do
 	mount -t overlay "yurtdns-$d" -o "lowerdir=/$d,upperdir=$dir/overlay/$d/upper,workdir=$dir/overlay/$d/work" "/$d"
 done
 # The cluster's state on the node directory's real filesystem.
-for d in etc/kubernetes etc/cni/net.d var/lib/kubelet var/lib/etcd var/lib/cni var/log/pods var/log/containers; do
+for d in etc/kubernetes etc/cni/net.d var/lib/kubelet var/lib/etcd var/lib/cni var/log/pods var/log/containers var/log/kubernetes var/lib/openyurt var/lib/yurthub; do
 	mkdir -p "$dir/state/${d//\//_}" "/$d" && mount --bind "$dir/state/${d//\//_}" "/$d"
 done
 mkdir -p /opt/cni/bin /usr/lib/modules && mount --bind /usr/lib/cni /opt/cni/bin

@@ -14,6 +14,7 @@ import (
 func spareNode(c *Cluster) *Node {
 	n := &Node{Name: "edge-spare", IP: "198.51.100.12", PodCIDR: "10.244.2.0/24", short: "s1", Edge: true}
 	n.c, n.netns, n.dir = c, "yurtdns-"+n.Name, filepath.Join(c.dir, "nodes", n.Name)
+	n.kubelet.start, n.yurthub.start = n.startKubeletOnce, n.startYurthubOnce
 	return n
 }
 
@@ -62,18 +63,30 @@ func (c *Cluster) AddSpareNode(ctx context.Context) (*Node, error) {
 	return n, nil
 }
 
-// JoinAs runs kubeadm join on the node, registering it as nodeName. A node
-// joined before is reset first (kubeadm reset, as an operator re-using a
-// machine would), so one machine can join again and again under new names;
-// the Node object of its previous name is the caller's to delete.
+// JoinAs joins the node as yurtadm join does, registering it as nodeName:
+// kubeadm join, then yurthub in front of its kubelet. A node joined before
+// is reset first (yurthub stopped and its cache removed, kubeadm reset, as
+// an operator re-using a machine would), so one machine can join again and
+// again under new names; the Node object of its previous name is the
+// caller's to delete.
 func (n *Node) JoinAs(ctx context.Context, nodeName string) error {
 	if _, err := os.Stat(filepath.Join(n.StateDir("etc/kubernetes"), "kubelet.conf")); err == nil {
 		n.StopKubelet()
+		n.StopYurthub()
 		if out, err := n.Run(ctx, n.c.bin("kubeadm"), "reset", "--force", "--cri-socket", "unix:///run/containerd/containerd.sock"); err != nil {
 			return fmt.Errorf("kubeadm reset on %s: %w: %s", n.Name, err, out)
 		}
+		for _, d := range []string{"var/lib/yurthub", "var/lib/openyurt"} {
+			entries, _ := os.ReadDir(n.StateDir(d))
+			for _, e := range entries {
+				if err := os.RemoveAll(filepath.Join(n.StateDir(d), e.Name())); err != nil {
+					return err
+				}
+			}
+		}
 		n.StartKubelet()
 	}
+	n.registeredAs = nodeName
 	config, err := n.c.kubeadmConfigAs(n, nodeName)
 	if err != nil {
 		return err
@@ -81,5 +94,5 @@ func (n *Node) JoinAs(ctx context.Context, nodeName string) error {
 	if out, err := n.Run(ctx, n.c.bin("kubeadm"), "join", "--config", config, "-v=1"); err != nil {
 		return fmt.Errorf("kubeadm join %s as %s: %w: %s", n.Name, nodeName, err, strings.TrimSpace(out))
 	}
-	return nil
+	return n.putBehindYurthub(ctx)
 }

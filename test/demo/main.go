@@ -9,8 +9,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -68,12 +66,12 @@ func show(ctx context.Context, c *cluster.Cluster, syncBin string, started time.
 	if err != nil {
 		return err
 	}
-	step("The tunnel Service, with test/tunnelstandin behind it: a stand-in for yurt-tunnel-server that forwards by TLS SNI")
-	svc, err := cs.CoreV1().Services(tunnelnodes.Namespace).Create(ctx, cluster.TunnelService(), metav1.CreateOptions{})
+	step("OpenYurt v1.7.0: yurt-manager and yurt-tunnel-server on master-1; on edge node worker-1 yurthub in front of the kubelet, and yurt-tunnel-agent")
+	svc, err := cs.CoreV1().Services(tunnelnodes.Namespace).Get(ctx, tunnelnodes.ServiceName, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("  %s/%s ClusterIP %s\n", svc.Namespace, svc.Name, svc.Spec.ClusterIP)
+	fmt.Printf("  the tunnel Service %s/%s: ClusterIP %s\n", svc.Namespace, svc.Name, svc.Spec.ClusterIP)
 
 	step("tunnel-nodes-sync install --control-plane-jobs  (make image's images, imported with ctr -n k8s.io images import --all-platforms)")
 	install := exec.CommandContext(ctx, syncBin, "install", "--control-plane-jobs", "--kubeconfig", c.Kubeconfig)
@@ -104,19 +102,17 @@ func show(ctx context.Context, c *cluster.Cluster, syncBin string, started time.
 		return err
 	}
 
-	step("kubectl logs of a pod on edge node worker-1: the apiserver dials worker-1:10250 by name → coredns-yurt → the tunnel Service → the stand-in → worker-1's kubelet")
-	if err := runStandin(ctx, c, cs); err != nil {
-		return err
-	}
+	step("kubectl logs of a pod on edge node worker-1: the apiserver dials worker-1:10250 by name → coredns-yurt → the tunnel Service → yurt-tunnel-server → yurt-tunnel-agent on worker-1 → its kubelet")
 	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", FieldSelector: "spec.nodeName=worker-1"})
 	if err != nil || len(pods.Items) == 0 {
 		return fmt.Errorf("no kube-proxy pod on worker-1: %v", err)
 	}
 	fmt.Printf("  $ kubectl -n kube-system logs %s --tail=3\n", pods.Items[0].Name)
-	// kube-proxy programs the stand-in's endpoint a moment after it is Ready.
-	for start := time.Now(); ; time.Sleep(time.Second) {
+	// yurt-tunnel-server exits when install restarts kube-apiserver; the
+	// kubelet brings it back after its crash-loop back-off.
+	for start := time.Now(); ; time.Sleep(2 * time.Second) {
 		out, err = c.Kubectl(ctx, "-n", "kube-system", "logs", pods.Items[0].Name, "--tail=3")
-		if err == nil || time.Since(start) > 30*time.Second {
+		if err == nil || time.Since(start) > 5*time.Minute {
 			break
 		}
 	}
@@ -124,11 +120,6 @@ func show(ctx context.Context, c *cluster.Cluster, syncBin string, started time.
 	if err != nil {
 		return err
 	}
-	stats, err := httpGet(c.TunnelStandinStatsURL())
-	if err != nil {
-		return err
-	}
-	fmt.Printf("  the stand-in's connections per node and port: %s", stats)
 
 	step("Adding edge node worker-2")
 	took, err := addNode(ctx, cs, r, svc.Spec.ClusterIP)
@@ -168,33 +159,6 @@ func addNode(ctx context.Context, cs kubernetes.Interface, r *cluster.Resolver, 
 		return 0, err
 	}
 	return resolve(ctx, r, "worker-2", tunnelIP, 10*time.Second)
-}
-
-// runStandin builds and imports the tunnel stand-in and runs it on master-1.
-func runStandin(ctx context.Context, c *cluster.Cluster, cs kubernetes.Interface) error {
-	root, err := harness.RepoRoot()
-	if err != nil {
-		return err
-	}
-	if err := c.ImportTunnelStandin(root); err != nil {
-		return err
-	}
-	pod := c.TunnelStandinServer()
-	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	_, err = c.WaitPod(ctx, pod.Name, 2*time.Minute, cluster.PodReady)
-	return err
-}
-
-func httpGet(url string) (string, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return string(body), err
 }
 
 func step(msg string) { fmt.Printf("\n==> %s\n", msg) }

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// Yurthub is OpenYurt's yurthub (built by `make yurthub` into bin/k8s) running
+// Yurthub is OpenYurt's yurthub (built by `make openyurt` into bin/k8s) running
 // in edge mode in front of the harness apiserver, as on an edge node.
 type Yurthub struct {
 	*Process
@@ -74,7 +74,7 @@ func (cp *ControlPlane) StartYurthub(t TB, nodeName string) *Yurthub {
 	}
 	bin := filepath.Join(assets, "yurthub")
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("yurthub not found in %s: run `make yurthub` (%v)", assets, err)
+		t.Fatalf("yurthub not found in %s: run `make openyurt` (%v)", assets, err)
 	}
 	cp.grantYurthub(t)
 	cp.createNodePool(t, yurthubNodePool, nodeName)

@@ -22,8 +22,6 @@ func BenchmarkInstallRevertCycles(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("YURTDNS_CYCLES")); err == nil && v > 0 {
 		minCycles = v
 	}
-	createTunnelService(b)
-	defer deleteTunnelService(b)
 	probe := startDNSProbe(kc.Nodes)
 	started := time.Now()
 	cycles := 0

@@ -198,6 +198,12 @@ func kubeadmState(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	add("deployment/coredns", map[string]any{"spec": dep.Spec, "labels": dep.Labels})
+	// OpenYurt's own: install switches the tunnel server's DNS controller off.
+	tunnel, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "yurt-tunnel-server", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add("deployment/yurt-tunnel-server", map[string]any{"spec": tunnel.Spec.Template.Spec.Containers, "labels": tunnel.Labels})
 	ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -257,19 +263,17 @@ func diffState(before, after map[string]string) []string {
 	return diffs
 }
 
-func createTunnelService(t testing.TB) *corev1.Service {
+// recreateTunnelService deletes the tunnel Service and makes it again as the
+// cluster made it: it gets a new ClusterIP.
+func recreateTunnelService(t testing.TB) *corev1.Service {
 	t.Helper()
-	svc, err := cs.CoreV1().Services("kube-system").Create(context.Background(), cluster.TunnelService(), metav1.CreateOptions{})
+	ctx := context.Background()
+	if err := cs.CoreV1().Services("kube-system").Delete(ctx, tunnelnodes.ServiceName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := cs.CoreV1().Services("kube-system").Create(ctx, cluster.TunnelService(), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return svc
-}
-
-func deleteTunnelService(t testing.TB) {
-	t.Helper()
-	err := cs.CoreV1().Services("kube-system").Delete(context.Background(), tunnelnodes.ServiceName, metav1.DeleteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

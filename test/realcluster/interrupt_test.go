@@ -18,8 +18,6 @@ import (
 // kubelet stopped: NotReady) does not block install, which names it; the
 // stock CoreDNS pods never see a Corefile they cannot parse.
 func TestInstallWithNotReadyNode(t *testing.T) {
-	createTunnelService(t)
-	defer deleteTunnelService(t)
 	worker := kc.Node("worker-1")
 	worker.StopKubelet()
 	defer func() {
@@ -61,8 +59,6 @@ func TestInstallWithNotReadyNode(t *testing.T) {
 // run again and killed right after the control-plane step, then run again,
 // completes; DNS answers throughout, and revert afterwards is exact.
 func TestInstallInterrupted(t *testing.T) {
-	createTunnelService(t)
-	defer deleteTunnelService(t)
 	before := kubeadmState(t)
 	probe := startDNSProbe(kc.Nodes)
 	killInstallAfter(t, "coredns-daemonset")

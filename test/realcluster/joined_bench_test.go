@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yurtdns/yurtdns/test/harness"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +17,10 @@ import (
 // joins as a new edge node (kubeadm join under a new name) → `kubectl logs`
 // of its kube-proxy pod works: kube-apiserver resolved the new name from its
 // own view (ClusterFirstWithHostNet, the kube-dns Service), dialled the
-// tunnel Service, and the stand-in forwarded to the new kubelet. Side by
+// tunnel Service, and yurt-tunnel-server reached the new kubelet through the
+// yurt-tunnel-agent the new node runs (the machine refuses its kubelet port
+// to everyone but itself). The machine joins as yurtadm join does: kubeadm
+// join, then yurthub in front of its kubelet. Side by
 // side in one run, kube-dns backed by coredns-yurt (yurthosts) and by stock
 // CoreDNS with kubeadm's Corefile plus upstream's DNS-mode hosts block
 // reading the records ConfigMap mounted by the kubelet. The sync writes the
@@ -28,12 +29,6 @@ import (
 func BenchmarkNodeJoinedToLogs(b *testing.B) {
 	const samples = 3
 	ctx := context.Background()
-	root, _ := harness.RepoRoot()
-	if err := kc.ImportTunnelStandin(root); err != nil {
-		b.Fatal(err)
-	}
-	createTunnelService(b)
-	defer deleteTunnelService(b)
 	if out, err := runSync(b, "install", "--control-plane-jobs"); err != nil {
 		b.Fatalf("install: %v\n%s", err, out)
 	}
@@ -43,6 +38,12 @@ func BenchmarkNodeJoinedToLogs(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer spare.StopKubelet() // its last Node is deleted; nothing more runs there
+	defer spare.StopYurthub()
+	lift, err := spare.RefuseFromOutside(10250)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lift()
 	hostsLabels, _ := startUpstreamHostsDNS(b, "upstream-kube-dns", upstreamDNSModeCorefile(b))
 	variants := []struct {
 		name     string
@@ -50,17 +51,7 @@ func BenchmarkNodeJoinedToLogs(b *testing.B) {
 	}{{"yurthosts", nil}, {"hosts-file", hostsLabels}}
 	nodeName := func(variant string, i int) string { return fmt.Sprintf("edge-%s-%d", variant, i) }
 
-	// The stand-in knows every name the spare machine will join as.
-	server := kc.TunnelStandinServer()
-	args := server.Spec.Containers[0].Args
-	nodes := slices.Index(args, "--nodes") + 1
-	for _, v := range variants {
-		for i := range samples {
-			args[nodes] += "," + nodeName(v.name, i) + "=" + spare.IP
-		}
-	}
-	runPod(b, server)
-	waitTunnelEndpoints(b)
+	waitTunnelEndpoints(b, 5*time.Minute)
 
 	kubeDNS, err := cs.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
 	if err != nil {
@@ -86,9 +77,6 @@ func BenchmarkNodeJoinedToLogs(b *testing.B) {
 			}
 			if err != nil {
 				b.Fatalf("%s: %v", v.name, err)
-			}
-			if n := standinConnections(b)[name]["10250"]; n == 0 {
-				b.Fatalf("kubectl logs on %s worked without the stand-in forwarding to it: not through the tunnel Service", name)
 			}
 			latencies[v.name] = append(latencies[v.name], logs.Sub(registered))
 			b.Logf("%s: %s registered → its pod running %s → kubectl logs works %s", v.name, name,

@@ -70,5 +70,9 @@ func run(m *testing.M) int {
 		fmt.Println(err)
 		return 1
 	}
+	if err := kc.ImportProbe(root); err != nil {
+		fmt.Println(err)
+		return 1
+	}
 	return m.Run()
 }

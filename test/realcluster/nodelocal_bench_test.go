@@ -23,8 +23,6 @@ import (
 // socket each, as a libc resolver does) leave in the node's table.
 func BenchmarkNodeLocalDNS(b *testing.B) {
 	ctx := context.Background()
-	createTunnelService(b)
-	defer deleteTunnelService(b)
 	// Made before install: its resolv.conf names kube-dns, so revert does
 	// not wait for it.
 	client := startPausePod(b, "dnsperf-client", kc.Master().Name)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/install/kube"
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/cluster"
@@ -86,8 +87,7 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 	local := nodelocal.Address.String()
 	// The tunnel up, as on an OpenYurt cluster: install and status read
 	// worker-1's kubelet (its /configz) through it.
-	runPod(t, kc.TunnelStandinServer())
-	waitTunnelEndpoints(t)
+	waitTunnelEndpoints(t, 5*time.Minute)
 	var before []podNetns
 	for _, n := range kc.Nodes {
 		before = append(before, startPausePod(t, "dns-before-"+n.Name, n.Name))
@@ -154,6 +154,7 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 		defer func() {
 			cut()
 			waitNodeReady(t, "worker-1", true, 2*time.Minute)
+			restartTunnelAgent(t)
 		}()
 		var probes []*dnsProbe
 		for name, addr := range want {
@@ -226,14 +227,15 @@ func cutOff(t *testing.T, a, b *cluster.Node) func() {
 	return undo
 }
 
-// runningClusterDNS is what the node's kubelet runs with (its /configz).
+// runningClusterDNS is what the node's kubelet runs with (its /configz,
+// read as install reads it: through yurt-tunnel for an edge node).
 func runningClusterDNS(t *testing.T, node string) string {
 	t.Helper()
-	out, err := kc.Kubectl(context.Background(), "get", "--raw", "/api/v1/nodes/"+node+"/proxy/configz")
+	raw, err := kube.KubeletConfigz(context.Background(), cs, node)
 	if err != nil {
-		t.Fatalf("configz of %s: %v %s", node, err, out)
+		t.Fatalf("configz of %s: %v", node, err)
 	}
-	_, rest, _ := strings.Cut(out, `"clusterDNS":[`)
+	_, rest, _ := strings.Cut(string(raw), `"clusterDNS":[`)
 	dns, _, _ := strings.Cut(rest, "]")
 	return strings.Trim(dns, `"`)
 }

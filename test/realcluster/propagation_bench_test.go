@@ -11,7 +11,6 @@ import (
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/cluster"
-	"github.com/yurtdns/yurtdns/test/harness"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,19 +35,14 @@ const upstreamHostsCorefile = `.:53 {
 func BenchmarkNodeAddedToAnswer(b *testing.B) {
 	const samples = 5
 	ctx := context.Background()
-	svc, err := cs.CoreV1().Services("kube-system").Create(ctx, cluster.TunnelService(), metav1.CreateOptions{})
+	svc, err := cs.CoreV1().Services("kube-system").Get(ctx, tunnelnodes.ServiceName, metav1.GetOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cs.CoreV1().Services("kube-system").Delete(ctx, tunnelnodes.ServiceName, metav1.DeleteOptions{})
 	if out, err := runSync(b, "install", "--skip", "control-plane"); err != nil {
 		b.Fatalf("install: %v\n%s", err, out)
 	}
 	defer runSync(b, "revert")
-	root, _ := harness.RepoRoot()
-	if err := kc.ImportTunnelStandin(root); err != nil {
-		b.Fatal(err)
-	}
 	_, hostsIP := startUpstreamHostsDNS(b, "upstream-hosts-dns", upstreamHostsCorefile)
 
 	var names []string
@@ -57,7 +51,7 @@ func BenchmarkNodeAddedToAnswer(b *testing.B) {
 	}
 	watchers := map[string]string{"yurthosts": cluster.KubeDNSIP(), "hosts-file": hostsIP}
 	for name, server := range watchers {
-		pod := cluster.StandinPod("watch-"+name, kc.Master().Name, false, nil,
+		pod := cluster.ProbePod("watch-"+name, kc.Master().Name, false, nil,
 			"watch-dns", "--server", server+":53", "--names", strings.Join(names, ","), "--want", svc.Spec.ClusterIP)
 		if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
@@ -70,7 +64,7 @@ func BenchmarkNodeAddedToAnswer(b *testing.B) {
 	latencies := map[string][]time.Duration{}
 	for _, name := range names {
 		created := time.Now()
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{tunnelnodes.EdgeNodeLabel: "true"}}}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{tunnelnodes.EdgeNodeLabel: "true", cluster.NodePoolLabel: cluster.EdgePool}}}
 		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}

@@ -14,7 +14,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 )
 
@@ -82,23 +81,14 @@ func TestRavenInstallAndRevert(t *testing.T) {
 	expectEveryName(t, server, names, proxyIP, 0)
 }
 
-// setUpRaven lays the cluster out as Raven's L7 docs leave it: master-1
-// labelled a cloud node, raven-cfg with the proxy on, the proxy Service,
+// setUpRaven lays the cluster out as Raven's L7 docs leave it (master-1 is
+// labelled a cloud node from its join, yurt-manager runs its gateway-dns
+// controller): raven-cfg with the proxy on, the proxy Service,
 // edge-tunnel-nodes as yurt-manager's gateway-dns writes it (every node to
 // the proxy ClusterIP), upstream's raven-proxy-dns.yaml applied with the
-// cluster's CoreDNS image, and yurt-manager's Deployment with its
-// --controllers flag (the pause image stands in for yurt-manager, which
-// install only edits). Everything goes at the end of the test.
+// cluster's CoreDNS image. Everything goes at the end of the test.
 func setUpRaven(t *testing.T) (proxyIP string) {
 	ctx := context.Background()
-	label := func(value string) {
-		patch := `{"metadata":{"labels":{"` + tunnelnodes.EdgeNodeLabel + `":` + value + `}}}`
-		if _, err := cs.CoreV1().Nodes().Patch(ctx, kc.Master().Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	label(`"false"`)
-	t.Cleanup(func() { label("null") })
 
 	if _, err := cs.CoreV1().ConfigMaps("kube-system").Create(ctx, harness.RavenConfig("true"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -127,14 +117,8 @@ func setUpRaven(t *testing.T) (proxyIP string) {
 	records := proxyIP + "\tmaster-1\n" + proxyIP + "\tworker-1"
 	applied := strings.Replace(string(manifest), "image: coredns/coredns:1.9.3", "image: "+stock.Spec.Template.Spec.Containers[0].Image, 1)
 	applied = strings.Replace(applied, "  tunnel-nodes: |\n", "  tunnel-nodes: |\n    "+strings.ReplaceAll(records, "\n", "\n    ")+"\n", 1)
-	manager, err := os.ReadFile(filepath.Join(ravenFixtures, "yurt-manager.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	managerYAML := strings.Replace(string(manager), "image: openyurt/yurt-manager:v1.7.0", "image: "+kc.PauseImage(), 1)
-	managerYAML = strings.Replace(managerYAML, "- /usr/local/bin/yurt-manager", "- /pause", 1)
 	file := filepath.Join(t.TempDir(), "raven.yaml")
-	if err := os.WriteFile(file, []byte(applied+"\n---\n"+managerYAML), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(applied), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := kc.Kubectl(ctx, "apply", "-f", file); err != nil {
@@ -145,10 +129,8 @@ func setUpRaven(t *testing.T) (proxyIP string) {
 			t.Errorf("deleting Raven's objects: %v\n%s", err, out)
 		}
 	})
-	for _, d := range []string{"raven-proxy-dns", "yurt-manager"} {
-		if out, err := kc.Kubectl(ctx, "-n", "kube-system", "rollout", "status", "deployment/"+d, "--timeout=2m"); err != nil {
-			t.Fatalf("%s not rolled out: %v\n%s", d, err, out)
-		}
+	if out, err := kc.Kubectl(ctx, "-n", "kube-system", "rollout", "status", "deployment/raven-proxy-dns", "--timeout=2m"); err != nil {
+		t.Fatalf("raven-proxy-dns not rolled out: %v\n%s", err, out)
 	}
 	return proxyIP
 }

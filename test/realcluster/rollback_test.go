@@ -14,8 +14,6 @@ import (
 // the apiserver comes back, and install exits non-zero naming it. Revert
 // then restores the rest exactly.
 func TestControlPlaneRollback(t *testing.T) {
-	createTunnelService(t)
-	defer deleteTunnelService(t)
 	before := kubeadmState(t)
 	out, err := runSync(t, "install", "--control-plane-jobs", "--timeout", "90s",
 		"--test-only-extra-flag", "kube-apiserver=--no-such-flag-yurtdns-rollback-test")

@@ -4,33 +4,48 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/install/kube"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/cluster"
+	"github.com/yurtdns/yurtdns/test/harness"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // checkTunnelPath is the OpenYurt story end to end, after install: the
 // apiserver reaches an edge node's kubelet, and a client an edge node's
-// exporter, by node name through the tunnel Service — behind which runs
-// test/tunnelstandin, a stand-in for yurt-tunnel-server.
+// exporter, by node name through OpenYurt's yurt-tunnel-server and
+// yurt-tunnel-agent. worker-1 refuses those ports to everyone but itself, as
+// an edge node behind a firewall does: what reaches them came through the
+// tunnel agent on the node.
 func checkTunnelPath(t *testing.T) {
 	ctx := context.Background()
-	runPod(t, kc.TunnelStandinServer())
-	runPod(t, cluster.StandinPod("standin-exporter", "worker-1", true, nil, "exporter", "--addr", ":9100", "--name", "worker-1"))
-	waitTunnelEndpoints(t)
+	worker := kc.Node("worker-1")
+	runPod(t, cluster.ProbePod("probe-exporter", worker.Name, true, nil, "exporter", "--addr", ":9100", "--name", worker.Name))
+	// The control-plane step restarted kube-apiserver, and yurt-tunnel-server
+	// exits when it loses the apiserver: the kubelet's back-off brings it back.
+	waitTunnelEndpoints(t, 5*time.Minute)
+	lift, err := worker.RefuseFromOutside(10250, 9100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := lift(); err != nil {
+			t.Error(err)
+		}
+	}()
 
 	t.Run("kubectl logs and exec on an edge node through the tunnel", func(t *testing.T) {
-		pod := podOn(t, "k8s-app=kube-proxy", "worker-1")
-		before := standinConnections(t)["worker-1"]["10250"]
+		pod := podOn(t, "k8s-app=kube-proxy", worker.Name)
 		logs, err := kc.Kubectl(ctx, "-n", "kube-system", "logs", pod, "--tail=3")
 		if err != nil || strings.TrimSpace(logs) == "" {
 			t.Errorf("kubectl logs %s on worker-1: %v %q", pod, err, logs)
@@ -39,29 +54,21 @@ func checkTunnelPath(t *testing.T) {
 		if err != nil || !strings.Contains(out, "v1.37.1") {
 			t.Errorf("kubectl exec %s on worker-1: %v %q", pod, err, out)
 		}
-		after := standinConnections(t)["worker-1"]["10250"]
-		t.Logf("the stand-in forwarded %d connection(s) to worker-1:10250 for kubectl logs and exec", after-before)
-		if after-before < 2 {
-			t.Errorf("the stand-in saw %d connections to worker-1's kubelet, want one for logs and one for exec: the apiserver did not go through the tunnel Service", after-before)
-		}
 	})
 
 	t.Run("an extra tunnel port: https-proxy-ports 9100", func(t *testing.T) {
 		url := "https://worker-1:9100/metrics"
 		setServerConfigPorts(t, "9100")
 		waitServicePort(t, "dnat-9100", true)
-		before := standinConnections(t)["worker-1"]["9100"]
 		// kube-proxy programs the new port a moment after the EndpointSlice has it.
 		out, ok := fetchFromPod(t, url)
 		for i := 0; i < 3 && !ok; i++ {
 			time.Sleep(2 * time.Second)
 			out, ok = fetchFromPod(t, url)
 		}
-		if !ok || !strings.Contains(out, `standin_exporter_up{node="worker-1"} 1`) {
-			t.Errorf("a pod on master-1 fetching %s: %q", url, out)
-		}
-		if got := standinConnections(t)["worker-1"]["9100"]; got <= before {
-			t.Errorf("the stand-in forwarded nothing to worker-1:9100")
+		// The agent on worker-1 dialled the exporter: the peer is the node itself.
+		if want := fmt.Sprintf("probe_exporter_up{node=%q,peer=%q} 1", worker.Name, worker.IP); !ok || !strings.Contains(out, want) {
+			t.Errorf("a pod on master-1 fetching %s: %q, want %s", url, out, want)
 		}
 		t.Run("Prometheus's targets by node name", checkPrometheusByName)
 		setServerConfigPorts(t, "")
@@ -99,14 +106,14 @@ func waitPodGone(t testing.TB, name string) {
 	t.Errorf("pod %s not gone after 1m", name)
 }
 
-// fetchFromPod runs `tunnel-standin fetch URL` in a pod on master-1 (the
+// fetchFromPod runs `probe fetch URL` in a pod on master-1 (the
 // pod network, ClusterFirst DNS: names answered by coredns-yurt) and
 // returns its output and whether it succeeded.
 func fetchFromPod(t *testing.T, url string) (string, bool) {
 	t.Helper()
 	name := fmt.Sprintf("fetch-%d", time.Now().UnixNano()%1e6)
 	ctx := context.Background()
-	pod := cluster.StandinPod(name, kc.Master().Name, false, nil, "fetch", url)
+	pod := cluster.ProbePod(name, kc.Master().Name, false, nil, "fetch", url)
 	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -121,18 +128,12 @@ func fetchFromPod(t *testing.T, url string) (string, bool) {
 	return logs, p.Status.Phase == corev1.PodSucceeded
 }
 
+// setServerConfigPorts sets https-proxy-ports of yurt-tunnel-server's
+// ConfigMap, its other keys as they are.
 func setServerConfigPorts(t *testing.T, ports string) {
 	t.Helper()
-	ctx := context.Background()
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.ServerConfigName, Namespace: "kube-system"},
-		Data:       map[string]string{"https-proxy-ports": ports},
-	}
-	_, err := cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = cs.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{})
-	}
-	if err != nil {
+	patch, _ := json.Marshal(map[string]any{"data": map[string]string{"https-proxy-ports": ports}})
+	if _, err := cs.CoreV1().ConfigMaps("kube-system").Patch(context.Background(), tunnelnodes.ServerConfigName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -176,11 +177,11 @@ func endpointSlicePort(name string) bool {
 	return false
 }
 
-// waitTunnelEndpoints waits until the tunnel Service has the stand-in as a
-// ready endpoint.
-func waitTunnelEndpoints(t testing.TB) {
+// waitTunnelEndpoints waits until the tunnel Service has yurt-tunnel-server
+// as a ready endpoint.
+func waitTunnelEndpoints(t testing.TB, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(timeout)
 	for {
 		slices, err := cs.DiscoveryV1().EndpointSlices("kube-system").List(context.Background(),
 			metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + tunnelnodes.ServiceName})
@@ -194,7 +195,7 @@ func waitTunnelEndpoints(t testing.TB) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the tunnel Service has no ready endpoint after 1m")
+			t.Fatalf("the tunnel Service has no ready endpoint after %s", timeout)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -209,17 +210,110 @@ func podOn(t *testing.T, selector, node string) string {
 	return pods.Items[0].Name
 }
 
-// standinConnections reads the stand-in's counts: node → port → connections.
-func standinConnections(t testing.TB) map[string]map[string]int {
-	t.Helper()
-	resp, err := http.Get(kc.TunnelStandinStatsURL())
+// churnFor is how long checkTunnelDNSOff churns nodes in make test;
+// BenchmarkTunnelNodesWriters churns for five minutes.
+const churnFor = 30 * time.Second
+
+// checkTunnelDNSOff: install switched yurt-tunnel-server's DNS controller
+// off and the server runs so; under node churn the sync is the only writer
+// of yurt-tunnel-nodes.
+func checkTunnelDNSOff(t *testing.T, installOut string) {
+	if !strings.Contains(installOut, "[tunnel-dns] ") || !strings.Contains(installOut, "--enable-dns-controller=false") {
+		t.Errorf("install does not say it switched yurt-tunnel-server's DNS controller off:\n%s", installOut)
+	}
+	pods, err := cs.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app=yurt-tunnel-server"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var counts map[string]map[string]int
-	if err := json.NewDecoder(resp.Body).Decode(&counts); err != nil {
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && !slices.Contains(p.Spec.Containers[0].Args, "--enable-dns-controller=false") {
+			t.Errorf("yurt-tunnel-server pod %s runs with %v", p.Name, p.Spec.Containers[0].Args)
+		}
+	}
+	changes, writes := churnNodes(t, churnFor)
+	checkOnlySyncWrites(t, changes, writes)
+}
+
+// syncUser is the sync's identity in the audit log.
+const syncUser = "system:serviceaccount:kube-system:tunnel-nodes-sync"
+
+// checkOnlySyncWrites: no one but the sync wrote the records, and the sync
+// at most once per change (and a few more for what its debounce splits).
+func checkOnlySyncWrites(t testing.TB, changes int, writes map[string]int) {
+	t.Helper()
+	t.Logf("%d node changes: %s written %v (audit log: successful writes per user)", changes, tunnelnodes.ConfigMapName, writes)
+	for user, n := range writes {
+		if user != syncUser {
+			t.Errorf("%s wrote %s %d times while the sync writes it", user, tunnelnodes.ConfigMapName, n)
+		}
+	}
+	if n := writes[syncUser]; n == 0 || n > changes+2 {
+		t.Errorf("the sync wrote %s %d times for %d node changes", tunnelnodes.ConfigMapName, n, changes)
+	}
+}
+
+// churnNodes adds an edge Node every 2 s and deletes the one before, for d;
+// it returns the number of changes and who wrote yurt-tunnel-nodes how often
+// meanwhile. The records end as they began.
+func churnNodes(t testing.TB, d time.Duration) (changes int, writes map[string]int) {
+	t.Helper()
+	ctx := context.Background()
+	before, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, tunnelnodes.ConfigMapName, metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return counts
+	start := time.Now()
+	prev := ""
+	for i := 0; time.Since(start) < d; i++ {
+		name := fmt.Sprintf("churn-%d", i)
+		if err := cluster.CreateNodeObject(ctx, cs, name, fmt.Sprintf("198.51.100.%d", 100+i%100), map[string]string{tunnelnodes.EdgeNodeLabel: "true"}); err != nil {
+			t.Fatal(err)
+		}
+		changes++
+		if prev != "" {
+			if err := cs.CoreV1().Nodes().Delete(ctx, prev, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			changes++
+		}
+		prev = name
+		time.Sleep(2 * time.Second)
+	}
+	if err := cs.CoreV1().Nodes().Delete(ctx, prev, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	changes++
+	harness.Eventually(t, 30*time.Second, func() error {
+		cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, tunnelnodes.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got, want := cm.Data[tunnelnodes.ConfigMapKey], before.Data[tunnelnodes.ConfigMapKey]; got != want {
+			return fmt.Errorf("after the churn %s holds %q, want %q as before", tunnelnodes.ConfigMapName, got, want)
+		}
+		return nil
+	})
+	// The last write is in the audit log once its response went out.
+	time.Sleep(2 * time.Second)
+	if writes, err = kc.ConfigMapWrites(tunnelnodes.ConfigMapName, start); err != nil {
+		t.Fatal(err)
+	}
+	return changes, writes
+}
+
+// restartTunnelAgent restarts yurt-tunnel-agent on worker-1 after a cut,
+// as an operator must: yurt-tunnel-server dropped the agent during the cut,
+// and the agent keeps its dead connection until the kernel's TCP keepalive
+// (2 h idle here) tells it. It waits until the tunnel reaches the kubelet.
+func restartTunnelAgent(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if err := cs.CoreV1().Pods("kube-system").DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: "k8s-app=yurt-tunnel-agent", FieldSelector: "spec.nodeName=worker-1"}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 2*time.Minute, func() error {
+		_, err := kube.KubeletConfigz(ctx, cs, "worker-1")
+		return err
+	})
 }

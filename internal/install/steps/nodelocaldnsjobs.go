@@ -106,7 +106,7 @@ func waitSwitchJobGone(ctx context.Context, env *engine.Env, ss *engine.StepStat
 // runningClusterDNS is the clusterDNS the node's kubelet runs with, from
 // its /configz through the apiserver (what a new pod's resolv.conf gets).
 func runningClusterDNS(ctx context.Context, env *engine.Env, node string) ([]string, error) {
-	raw, err := env.Clientset.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "configz").DoRaw(ctx)
+	raw, err := kube.KubeletConfigz(ctx, env.Clientset, node)
 	if err != nil {
 		return nil, fmt.Errorf("reading the kubelet configuration of node %s: %w", node, err)
 	}
