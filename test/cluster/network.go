@@ -12,13 +12,15 @@ import (
 // route of these machines uses (their own interface is on TEST-NET-1); the
 // pod and Service ranges exist only inside the node namespaces.
 const (
-	nodeSubnet   = "198.51.100.0/24"
-	hostAddress  = "198.51.100.1/24" // the bridge's, so this process reaches the apiserver
-	bridgeName   = "ydbr0"
-	serviceCIDR  = "10.96.0.0/16"
-	podCIDR      = "10.244.0.0/16"
-	kubeDNSIP    = "10.96.0.10"
-	apiServerURL = "https://198.51.100.10:6443"
+	nodeSubnet  = "198.51.100.0/24"
+	hostAddress = "198.51.100.1/24" // the bridge's, so this process reaches the apiserver
+	bridgeName  = "ydbr0"
+	serviceCIDR = "10.96.0.0/16"
+	podCIDR     = "10.244.0.0/16"
+	kubeDNSIP   = "10.96.0.10"
+	// kubernetesServiceIP is the default/kubernetes Service's ClusterIP.
+	kubernetesServiceIP = "10.96.0.1"
+	apiServerURL        = "https://198.51.100.10:6443"
 )
 
 // ip runs iproute2's ip.

@@ -110,6 +110,18 @@ func (c *Cluster) applyText(ctx context.Context, name, text string) error {
 // it fills in — waits until its webhooks serve, and makes the edge NodePool,
 // which its fail-closed webhook must admit before an edge node joins.
 func (c *Cluster) startYurtManager(ctx context.Context) error {
+	// yurt-manager picks the CSR API version once, from discovery through
+	// the kubernetes Service: asked before kube-proxy programs it, it falls
+	// back to v1beta1, approves nothing, and exits 2 minutes later.
+	if _, err := c.Kubectl(ctx, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=180s"); err != nil {
+		return err
+	}
+	if err := c.retry(ctx, 60*time.Second, "the kubernetes Service reachable from "+c.Master().Name, func() error {
+		_, err := c.Master().Run(ctx, "bash", "-c", "exec 3<>/dev/tcp/"+kubernetesServiceIP+"/443")
+		return err
+	}); err != nil {
+		return err
+	}
 	// Server-side: the platformadmins CRD is larger than client-side apply's
 	// last-applied annotation may be.
 	if _, err := c.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(c.binDir, "openyurt-chart", "crds")); err != nil {
@@ -227,7 +239,8 @@ func (n *Node) putBehindYurthub(ctx context.Context) error {
 		return err
 	}
 	n.yurthub.Start()
-	if err := n.c.retry(ctx, 120*time.Second, "yurthub on "+n.Name+" ready", func() error {
+	// Its serving certificate waits for yurt-manager's CSR approver.
+	if err := n.c.retry(ctx, 240*time.Second, "yurthub on "+n.Name+" ready", func() error {
 		out, err := n.YurthubGet(ctx, "/v1/readyz")
 		if err == nil && out != "OK" {
 			err = fmt.Errorf("readyz: %q", out)
