@@ -28,10 +28,10 @@ const (
 	EdgePool = "edge-pool"
 	// NodePoolLabel is the label yurtadm join gives a node of a pool.
 	NodePoolLabel = "apps.openyurt.io/nodepool"
-	// YurthubAddress is where yurthub serves on an edge node: its default
+	// yurthubAddress is where yurthub serves on an edge node: its default
 	// dummy-interface address, on lo here (the test kernel has no dummy
 	// links), so pods reach it as they reach a dummy interface's.
-	YurthubAddress = "169.254.2.1"
+	yurthubAddress = "169.254.2.1"
 )
 
 var (
@@ -179,8 +179,8 @@ func (c *Cluster) startTunnel(ctx context.Context) error {
 	return nil
 }
 
-// TunnelServerSelector selects yurt-tunnel-server's pod.
-var TunnelServerSelector = map[string]string{"k8s-app": "yurt-tunnel-server"}
+// tunnelServerSelector selects yurt-tunnel-server's pod (openyurt-tunnel.yaml).
+var tunnelServerSelector = map[string]string{"k8s-app": "yurt-tunnel-server"}
 
 // TunnelService is yurt-tunnel-server's internal Service as its chart made
 // it (10250 → 10263, 10255 → 10264), with the label the server's Service
@@ -188,7 +188,7 @@ var TunnelServerSelector = map[string]string{"k8s-app": "yurt-tunnel-server"}
 func TunnelService() *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.ServiceName, Namespace: tunnelnodes.Namespace, Labels: map[string]string{"name": "yurt-tunnel-server"}},
-		Spec: corev1.ServiceSpec{Selector: TunnelServerSelector, Ports: []corev1.ServicePort{
+		Spec: corev1.ServiceSpec{Selector: tunnelServerSelector, Ports: []corev1.ServicePort{
 			{Name: "https", Port: 10250, TargetPort: intstr.FromInt32(tunnelnodes.DefaultHTTPSTargetPort), Protocol: corev1.ProtocolTCP},
 			{Name: "http", Port: 10255, TargetPort: intstr.FromInt32(tunnelnodes.DefaultHTTPTargetPort), Protocol: corev1.ProtocolTCP},
 		}},
@@ -208,7 +208,7 @@ func (n *Node) startYurthubOnce() (*process, error) {
 		"--node-name="+name, "--nodepool-name="+EdgePool, "--server-addr="+apiServerURL,
 		"--bootstrap-mode=kubeletcertificate", "--bind-address=127.0.0.1", "--working-mode=edge",
 		"--namespace=kube-system", "--node-ip="+n.IP,
-		"--enable-dummy-if=false", "--bind-proxy-address="+YurthubAddress, "--v=2")
+		"--enable-dummy-if=false", "--bind-proxy-address="+yurthubAddress, "--v=2")
 }
 
 // kubeletThroughYurthub is yurtadm's kubeconfig for the kubelet
@@ -235,7 +235,7 @@ preferences: {}
 // and a restart.
 func (n *Node) putBehindYurthub(ctx context.Context) error {
 	// "replace": a machine joined again has it already.
-	if err := ip("-n", n.netns, "addr", "replace", YurthubAddress+"/32", "dev", "lo", "scope", "host"); err != nil {
+	if err := ip("-n", n.netns, "addr", "replace", yurthubAddress+"/32", "dev", "lo", "scope", "host"); err != nil {
 		return err
 	}
 	n.yurthub.Start()
@@ -249,7 +249,7 @@ func (n *Node) putBehindYurthub(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("%w (see %s)", err, filepath.Join(n.dir, "yurthub.log"))
 	}
-	if err := os.WriteFile(filepath.Join(n.StateDir("var/lib/openyurt"), "kubelet.conf"), []byte(fmt.Sprintf(kubeletThroughYurthub, YurthubAddress)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(n.StateDir("var/lib/openyurt"), "kubelet.conf"), []byte(fmt.Sprintf(kubeletThroughYurthub, yurthubAddress)), 0o644); err != nil {
 		return err
 	}
 	flags := filepath.Join(n.StateDir("var/lib/kubelet"), "kubeadm-flags.env")
@@ -294,9 +294,8 @@ func (n *Node) ThroughYurthub() bool {
 	return false
 }
 
-// StopYurthub and StartYurthub stop and start the node's yurthub service.
-func (n *Node) StopYurthub()  { n.yurthub.Stop() }
-func (n *Node) StartYurthub() { n.yurthub.Start() }
+// StopYurthub stops the node's yurthub service.
+func (n *Node) StopYurthub() { n.yurthub.Stop() }
 
 // retry calls f until it succeeds or timeout passes.
 func (c *Cluster) retry(ctx context.Context, timeout time.Duration, what string, f func() error) error {
