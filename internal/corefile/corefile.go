@@ -272,3 +272,42 @@ func SetYurthosts(src string, options []string) (string, error) {
 	}
 	return "", fmt.Errorf("no yurthosts block")
 }
+
+// SetKubernetes replaces the kubernetes directive of dst's .:53 block with
+// the one of from's .:53 block, byte for byte: a node-local cache then
+// answers the cluster's zones with the options the cluster DNS has (its
+// domain, pods mode, TTL). dst is returned unchanged when from's block has
+// no kubernetes directive.
+func SetKubernetes(dst, from string) (string, error) {
+	find := func(src string) (*directive, error) {
+		blocks, err := parseCorefile(src)
+		if err != nil {
+			return nil, err
+		}
+		sb := mainBlock(blocks)
+		if sb == nil {
+			return nil, fmt.Errorf("no .:53 server block")
+		}
+		for _, d := range sb.directives {
+			if d.name == "kubernetes" {
+				return d, nil
+			}
+		}
+		return nil, nil
+	}
+	target, err := find(dst)
+	if err != nil {
+		return "", err
+	}
+	if target == nil {
+		return "", fmt.Errorf("no kubernetes directive to replace")
+	}
+	source, err := find(from)
+	if err != nil {
+		return "", fmt.Errorf("the cluster's Corefile: %w", err)
+	}
+	if source == nil {
+		return dst, nil
+	}
+	return dst[:target.start] + from[source.start:source.end] + dst[target.end:], nil
+}

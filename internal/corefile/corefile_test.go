@@ -145,3 +145,86 @@ func FuzzEnsureYurthosts(f *testing.F) {
 
 // testShardsOption is the yurthosts option install writes under yurt-tunnel.
 var testShardsOption = []string{"shards yurtdns-records"}
+
+// nodeLocalCorefile is a node-local cache's: kubeadm's kubernetes
+// directive as the default, before the cluster's replaces it.
+const nodeLocalCorefile = `.:53 {
+    bind 169.254.20.10
+    yurthosts {
+        shards yurtdns-records
+        fallthrough
+    }
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    cache 30
+}
+`
+
+func TestSetKubernetes(t *testing.T) {
+	edge := ".:53 {\n\tkubernetes edge.example in-addr.arpa { pods verified\n\t\tttl 5 }\n\tforward . /etc/resolv.conf\n}\n"
+	tests := []struct {
+		name, from, want string
+	}{
+		{"kubeadm's", kubeadmCorefile, strings.Replace(nodeLocalCorefile,
+			"    kubernetes cluster.local in-addr.arpa ip6.arpa {\n        pods insecure\n        fallthrough in-addr.arpa ip6.arpa\n    }",
+			"    kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 30\n    }", 1)},
+		{"another domain and options, byte for byte", edge, strings.Replace(nodeLocalCorefile,
+			"kubernetes cluster.local in-addr.arpa ip6.arpa {\n        pods insecure\n        fallthrough in-addr.arpa ip6.arpa\n    }",
+			"kubernetes edge.example in-addr.arpa { pods verified\n\t\tttl 5 }", 1)},
+		{"the cluster's .:53 block has none: the default stays", ".:53 {\n    forward . 192.0.2.53\n}\ncluster.local {\n    kubernetes cluster.local\n}\n", nodeLocalCorefile},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SetKubernetes(nodeLocalCorefile, tc.from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("got:\n%s\nwant:\n%s", got, tc.want)
+			}
+			if _, err := caddyfile.Parse("Corefile", strings.NewReader(got), nil); err != nil {
+				t.Errorf("CoreDNS cannot parse the result: %v", err)
+			}
+		})
+	}
+	for name, from := range map[string]string{"unclosed block": ".:53 {\n kubernetes cluster.local {\n", "no .:53 block": "example.org {\n kubernetes cluster.local\n}\n"} {
+		if _, err := SetKubernetes(nodeLocalCorefile, from); err == nil {
+			t.Errorf("from a Corefile with %s: want an error", name)
+		}
+	}
+	if _, err := SetKubernetes(".:53 {\n    forward . 192.0.2.53\n}\n", kubeadmCorefile); err == nil {
+		t.Error("into a Corefile without a kubernetes directive: want an error")
+	}
+}
+
+// FuzzSetKubernetes: any cluster Corefile gives an error, or a node-local
+// Corefile that CoreDNS parses, with one kubernetes directive, and its
+// other lines intact.
+func FuzzSetKubernetes(f *testing.F) {
+	f.Add(kubeadmCorefile)
+	f.Add(openYurtCorefile)
+	f.Fuzz(func(t *testing.T, from string) {
+		out, err := SetKubernetes(nodeLocalCorefile, from)
+		if err != nil {
+			return
+		}
+		if _, err := caddyfile.Parse("from", strings.NewReader(from), nil); err == nil {
+			if _, err := caddyfile.Parse("out", strings.NewReader(out), nil); err != nil {
+				t.Fatalf("CoreDNS cannot parse the result: %v\n%s", err, out)
+			}
+		}
+		blocks, err := parseCorefile(out)
+		if err != nil {
+			t.Fatalf("the result does not parse: %v\n%s", err, out)
+		}
+		var names []string
+		for _, d := range mainBlock(blocks).directives {
+			names = append(names, d.name)
+		}
+		if want := "bind yurthosts kubernetes cache"; strings.Join(names, " ") != want {
+			t.Fatalf("directives %v, want %s:\n%s", names, want, out)
+		}
+	})
+}

@@ -130,6 +130,13 @@ func (c *Cluster) kubeadmConfigAs(n *Node, nodeName string) (string, error) {
 	// One cgroupRoot per node: two kubelets sharing one would remove each
 	// other's pod cgroups as orphans.
 	patch := fmt.Sprintf("cgroupRoot: /%s\n", n.cgroupName())
+	if n.Edge {
+		// Behind yurthub v1.7 the kubelet must list, not watch-list
+		// (client-go's default since 1.35): yurthub answers a watch-list
+		// from its cache with no objects, so a kubelet restarted while cut
+		// off never syncs its Node and never starts a pod.
+		patch += "featureGates:\n  WatchListClient: false\n"
+	}
 	if err := os.WriteFile(filepath.Join(patches, "kubeletconfiguration+merge.yaml"), []byte(patch), 0o644); err != nil {
 		return "", err
 	}

@@ -37,6 +37,9 @@ type Node struct {
 	netns        string
 	dir          string
 	anchor       *process
+	// containerd and the node's upstream resolver, started once per
+	// machine; Reboot restarts containerd.
+	containerd, stubResolver *process
 
 	kubelet service
 	// yurthub runs on edge nodes, as yurtadm join's systemd unit runs it.
@@ -186,7 +189,8 @@ func (n *Node) startRuntime(images []string, sandboxImage string) error {
 	if err := os.WriteFile(corefile, []byte(fmt.Sprintf(stubResolverCorefile, n.IP)), 0o644); err != nil {
 		return err
 	}
-	if _, err := n.startDaemon("stub-resolver", n.c.bin("coredns"), "-conf", corefile); err != nil {
+	var err error
+	if n.stubResolver, err = n.startDaemon("stub-resolver", n.c.bin("coredns"), "-conf", corefile); err != nil {
 		return err
 	}
 	cniDir := filepath.Join(n.dir, "state", "etc_cni_net.d")
@@ -200,14 +204,23 @@ func (n *Node) startRuntime(images []string, sandboxImage string) error {
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(containerdConfig, n.dir, sandboxImage)), 0o644); err != nil {
 		return err
 	}
-	if _, err := n.startDaemon("containerd", "containerd", "--config", config); err != nil {
+	if err := n.startContainerd(); err != nil {
+		return err
+	}
+	return n.ImportImages(images...)
+}
+
+// startContainerd starts the node's containerd and waits until it answers.
+func (n *Node) startContainerd() error {
+	var err error
+	if n.containerd, err = n.startDaemon("containerd", "containerd", "--config", filepath.Join(n.dir, "containerd.toml")); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
 		if _, err := n.Run(ctx, "ctr", "version"); err == nil {
-			break
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -215,7 +228,6 @@ func (n *Node) startRuntime(images []string, sandboxImage string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return n.ImportImages(images...)
 }
 
 // ImportImages imports image archives into the node's containerd exactly as

@@ -79,8 +79,8 @@ func askers(pods []podNetns) []asker {
 // checkNodeLocalDNS runs on an installed cluster: install --node-local-dns
 // with pods on both nodes asking their DNS every 100 ms; then new pods
 // resolve at the node-local address, cluster names and node names, also on
-// worker-1 cut off from master-1; revert refuses while a pod made during
-// node-local DNS runs. It returns the pods made before, whose DNS the
+// worker-1 rebooted while cut off from master-1; revert refuses while a pod
+// started during node-local DNS runs. It returns the pods made before, whose DNS the
 // caller's revert must not break either.
 func checkNodeLocalDNS(t *testing.T) []podNetns {
 	ctx := context.Background()
@@ -148,29 +148,17 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 		after = append(after, p)
 	}
 
-	t.Run("worker-1 cut off from master-1", func(t *testing.T) {
-		onWorker := []asker{after[1].asker()}
-		cut := cutOff(t, kc.Node("worker-1"), kc.Master())
-		defer func() {
-			cut()
-			waitNodeReady(t, "worker-1", true, 2*time.Minute)
-			restartTunnelAgent(t)
-		}()
-		var probes []*dnsProbe
-		for name, addr := range want {
-			probes = append(probes, startProbe("", name, addr, onWorker))
-		}
-		// Past the cluster names' 30 s TTL: the last answers are stale ones.
-		time.Sleep(40 * time.Second)
-		for _, p := range probes {
-			p.finish(t, "worker-1 cut off, asked from pod "+after[1].name)
-		}
+	// A reboot remakes every pod's sandbox, so dns-before-worker-1 now
+	// resolves at the node-local address too.
+	t.Run("worker-1 rebooted while cut off from master-1", func(t *testing.T) {
+		rebootWhileCutOff(t, after[1].name, local, rebootNames(t), 90*time.Second, true)
 	})
 
 	t.Run("revert waits for the pods that resolve there", func(t *testing.T) {
 		out, err := runSync(t, "revert")
-		if err == nil || !strings.Contains(out, "kube-system/"+after[0].name) || !strings.Contains(out, "restart those pods") {
-			t.Errorf("revert with pods made during node-local DNS: want a refusal naming them, got %v:\n%s", err, out)
+		if err == nil || !strings.Contains(out, "kube-system/"+after[0].name) || !strings.Contains(out, "kube-system/"+before[1].name) || !strings.Contains(out, "restart those pods") {
+			t.Errorf("revert with pods started during node-local DNS (%s made then, %s on the rebooted node): want a refusal naming them, got %v:\n%s",
+				after[0].name, before[1].name, err, out)
 		}
 		for _, n := range kc.Nodes {
 			if dns := runningClusterDNS(t, n.Name); dns == local {
@@ -185,11 +173,14 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 			}
 		}
 	})
-	for _, p := range after {
+	for _, p := range append(after, before[1]) {
 		grace := int64(0)
 		cs.CoreV1().Pods("kube-system").Delete(ctx, p.name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 		waitPodGone(t, p.name)
 	}
+	// Made again now that the kubelets are back on kube-dns: a pod whose
+	// DNS the final revert must not touch.
+	before[1] = startPausePod(t, before[1].name, before[1].node)
 	return before
 }
 

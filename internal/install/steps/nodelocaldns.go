@@ -39,7 +39,9 @@ const (
 // later get it too. Revert goes backwards; each kubelet's file comes back
 // byte for byte.
 func nodeLocalDNSStep(l layout.Layout) engine.Step {
-	objects := func(env *engine.Env) ([]*unstructured.Unstructured, error) { return nodeLocalObjects(env, l) }
+	objects := func(ctx context.Context, env *engine.Env) ([]*unstructured.Unstructured, error) {
+		return nodeLocalObjects(ctx, env, l)
+	}
 	files := objectsStep(nodeLocalDNS, objects)
 	return engine.Step{
 		Name:    nodeLocalDNS,
@@ -158,11 +160,20 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 }
 
 // nodeLocalObjects are deploy/node-local-dns with install's images, the
-// profile's ServiceAccount and the profile's yurthosts options.
-func nodeLocalObjects(env *engine.Env, l layout.Layout) ([]*unstructured.Unstructured, error) {
+// profile's ServiceAccount and the profile's yurthosts options, and the
+// kubernetes directive of the cluster's CoreDNS: each cache answers the
+// cluster's zones itself, from the Services it watches (through yurthub on
+// an edge node), so an edge node that restarts cut off from the cloud
+// still has them when its cache's memory is gone and kube-dns's endpoints
+// are stale.
+func nodeLocalObjects(ctx context.Context, env *engine.Env, l layout.Layout) ([]*unstructured.Unstructured, error) {
 	objs, err := deploy.Render(deploy.NodeLocalDNS)
 	if err != nil {
 		return nil, err
+	}
+	stock := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, kube.Key(tunnelnodes.CoreDNSName), stock); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading ConfigMap %s: %w", tunnelnodes.CoreDNSName, err)
 	}
 	sync, err := kube.SyncImage(env)
 	if err != nil {
@@ -172,11 +183,16 @@ func nodeLocalObjects(env *engine.Env, l layout.Layout) ([]*unstructured.Unstruc
 		switch o.GetKind() {
 		case "ConfigMap":
 			src, _, _ := unstructured.NestedString(o.Object, "data", "Corefile")
-			corefile, err := corefile.SetYurthosts(src, l.YurthostsOptions)
+			edited, err := corefile.SetYurthosts(src, l.YurthostsOptions)
 			if err != nil {
 				return nil, fmt.Errorf("deploy/%s Corefile: %w", deploy.NodeLocalDNS, err)
 			}
-			if err := unstructured.SetNestedField(o.Object, corefile, "data", "Corefile"); err != nil {
+			if cluster, ok := stock.Data[kube.CorefileKey]; ok {
+				if edited, err = corefile.SetKubernetes(edited, cluster); err != nil {
+					return nil, fmt.Errorf("the kubernetes directive of ConfigMap %s: %w", tunnelnodes.CoreDNSName, err)
+				}
+			}
+			if err := unstructured.SetNestedField(o.Object, edited, "data", "Corefile"); err != nil {
 				return nil, err
 			}
 		case "DaemonSet":
@@ -381,9 +397,10 @@ func refuseWhileResolvingThere(ctx context.Context, env *engine.Env, ss *engine.
 		if r == nil || r.Since == nil || !usesClusterDNS(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		// Created after the switch began, before the restore was confirmed.
-		created := p.CreationTimestamp.Time
-		if !created.Before(r.Since.Time) && (r.Until == nil || created.Before(r.Until.Time)) {
+		// Its sandbox made after the switch began, before the restore was
+		// confirmed.
+		made := sandboxMade(&p)
+		if !made.Before(r.Since.Time) && (r.Until == nil || made.Before(r.Until.Time)) {
 			left = append(left, p.Namespace+"/"+p.Name)
 		}
 	}
@@ -392,9 +409,23 @@ func refuseWhileResolvingThere(ctx context.Context, env *engine.Env, ss *engine.
 	}
 	slices.Sort(left)
 	shown := left[:min(10, len(left))]
-	return fmt.Errorf("%d pods were created while their node's kubelet gave them %s as their DNS server (%s): they would lose DNS once the caches go. "+
+	return fmt.Errorf("%d pods were started while their node's kubelet gave them %s as their DNS server (%s): they would lose DNS once the caches go. "+
 		"The kubelets are back on their original clusterDNS: restart those pods (kubectl rollout restart, or delete them), then run revert again",
 		len(left), nodelocal.Address, strings.Join(shown, ", "))
+}
+
+// sandboxMade is when the kubelet last wrote the pod's resolv.conf: when it
+// made the pod's sandbox, which a node's reboot or a sandbox's death does
+// again for a pod made long before (PodReadyToStartContainers turns True
+// then), or else when the pod was created.
+func sandboxMade(p *corev1.Pod) time.Time {
+	made := p.CreationTimestamp.Time
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReadyToStartContainers && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(made) {
+			made = c.LastTransitionTime.Time
+		}
+	}
+	return made
 }
 
 // usesClusterDNS: the kubelet writes the pod's resolv.conf from clusterDNS.

@@ -45,6 +45,15 @@ func TestRefuseWhileResolvingThere(t *testing.T) {
 		{"made during, dnsPolicy Default", pod("a", "worker-1", during, func(p *corev1.Pod) { p.Spec.DNSPolicy = corev1.DNSDefault }), false},
 		{"made during, finished", pod("a", "worker-1", during, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), false},
 		{"made before the switch", pod("a", "worker-1", since.Add(-time.Second), nil), false},
+		{"made before the switch, its sandbox made again during (the node rebooted)", pod("a", "worker-1", since.Add(-time.Hour), func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: during}}}
+		}), true},
+		{"made before the switch, its sandbox made again after the restore", pod("a", "worker-1", since.Add(-time.Hour), func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: until.Add(time.Second)}}}
+		}), false},
+		{"made before the switch, sandbox not ready since during", pod("a", "worker-1", since.Add(-time.Hour), func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Time{Time: during}}}
+		}), false},
 		{"made after the restore", pod("a", "worker-1", until.Add(time.Second), nil), false},
 		{"made during, on a node never switched", pod("a", "master-1", during, nil), false},
 	} {
@@ -64,9 +73,15 @@ func TestRefuseWhileResolvingThere(t *testing.T) {
 }
 
 // The node-local Corefile reads the profile's records: yurt-tunnel's as
-// deploy/ has it, Raven's with its ConfigMap and proxy Service; the
+// deploy/ has it, Raven's with its ConfigMap and proxy Service; it answers
+// the cluster's zones with the cluster CoreDNS's kubernetes directive; the
 // DaemonSet runs as the profile's DNS ServiceAccount with install's images.
 func TestNodeLocalObjectsFollowProfile(t *testing.T) {
+	stock := &corev1.ConfigMap{}
+	kubeadmObject(t, "coredns.yaml", "ConfigMap", stock)
+	stock.Data["Corefile"] = strings.Replace(stock.Data["Corefile"], "ttl 30", "ttl 7", 1)
+	const kubernetes = "kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 7\n    }"
+
 	for _, tc := range []struct {
 		profile, want, sa string
 	}{
@@ -77,8 +92,9 @@ func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := &engine.Env{Options: engine.Options{CoreDNSImage: "example.org/c:1", SyncImage: "example.org/s:1"}}
-		objs, err := nodeLocalObjects(env, p)
+		env := &engine.Env{Client: fake.NewClientBuilder().WithObjects(stock.DeepCopy()).Build(),
+			Options: engine.Options{CoreDNSImage: "example.org/c:1", SyncImage: "example.org/s:1"}}
+		objs, err := nodeLocalObjects(context.Background(), env, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,8 +104,8 @@ func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 			switch o.GetKind() {
 			case "ConfigMap":
 				corefile := o.Object["data"].(map[string]any)["Corefile"].(string)
-				if !strings.Contains(corefile, tc.want) || !strings.Contains(corefile, "bind 169.254.20.10") {
-					t.Errorf("%s: Corefile:\n%s\nwant %s", tc.profile, corefile, tc.want)
+				if !strings.Contains(corefile, tc.want) || !strings.Contains(corefile, "bind 169.254.20.10") || !strings.Contains(corefile, kubernetes) {
+					t.Errorf("%s: Corefile:\n%s\nwant %s and the cluster's %s", tc.profile, corefile, tc.want, kubernetes)
 				}
 			case "DaemonSet":
 				spec := o.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)

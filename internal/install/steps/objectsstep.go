@@ -11,11 +11,11 @@ import (
 )
 
 // objectsStep creates a fixed set of objects and deletes them on revert.
-func objectsStep(name string, objects func(*engine.Env) ([]*unstructured.Unstructured, error)) engine.Step {
+func objectsStep(name string, objects func(context.Context, *engine.Env) ([]*unstructured.Unstructured, error)) engine.Step {
 	return engine.Step{
 		Name: name,
 		Install: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
-			objs, err := objects(env)
+			objs, err := objects(ctx, env)
 			if err != nil {
 				return engine.Result{}, err
 			}
@@ -39,7 +39,7 @@ func objectsStep(name string, objects func(*engine.Env) ([]*unstructured.Unstruc
 			return res, nil
 		},
 		Revert: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
-			objs, err := objects(env)
+			objs, err := objects(ctx, env)
 			if err != nil {
 				return engine.Result{}, err
 			}
@@ -59,7 +59,7 @@ func objectsStep(name string, objects func(*engine.Env) ([]*unstructured.Unstruc
 			return engine.Result{Changed: true, Summary: "deleted " + strings.Join(deleted, ", ")}, nil
 		},
 		Status: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.StepStatus, string, error) {
-			objs, err := objects(env)
+			objs, err := objects(ctx, env)
 			if err != nil {
 				return "", "", err
 			}

@@ -1,6 +1,8 @@
 package steps
 
 import (
+	"context"
+
 	"github.com/yurtdns/yurtdns/deploy"
 	"github.com/yurtdns/yurtdns/internal/install/engine"
 
@@ -12,7 +14,7 @@ import (
 // Service, each by name only: deploy/coredns-yurt/rbac for CoreDNS,
 // deploy/raven/proxy-dns-rbac for raven-proxy-dns once it runs coredns-yurt.
 func rbacStep(name, dir string) engine.Step {
-	return objectsStep(name, func(*engine.Env) ([]*unstructured.Unstructured, error) {
+	return objectsStep(name, func(context.Context, *engine.Env) ([]*unstructured.Unstructured, error) {
 		return deploy.Render(dir)
 	})
 }

@@ -24,7 +24,7 @@ import (
 // with it the shards, and waits until it is gone: an install right after
 // finds no namespace still terminating.
 func recordsStep() engine.Step {
-	step := objectsStep("records", func(*engine.Env) ([]*unstructured.Unstructured, error) {
+	step := objectsStep("records", func(context.Context, *engine.Env) ([]*unstructured.Unstructured, error) {
 		return deploy.Render(deploy.Records)
 	})
 	install, revert, status := step.Install, step.Revert, step.Status

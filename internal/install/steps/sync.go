@@ -23,7 +23,7 @@ const syncDeployment = "tunnel-nodes-sync"
 // and waits for it to roll out: a Ready replica has synced its caches, so
 // the records follow the nodes from the moment install returns.
 func syncStep(name, dir string) engine.Step {
-	step := objectsStep(name, func(env *engine.Env) ([]*unstructured.Unstructured, error) {
+	step := objectsStep(name, func(_ context.Context, env *engine.Env) ([]*unstructured.Unstructured, error) {
 		objs, err := deploy.Render(dir)
 		if err != nil {
 			return nil, err

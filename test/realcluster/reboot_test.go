@@ -1,0 +1,220 @@
+package realcluster
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/nodelocal"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/cluster"
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// rebootNames are what pods on worker-1 must keep resolving through a
+// reboot while cut off: the node names (yurthosts) and ClusterIP Services
+// that existed before the cut, with the answers kube-dns gave then.
+func rebootNames(t testing.TB) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	want := map[string]string{}
+	for _, name := range []string{"master-1", "worker-1", probeName,
+		"kube-dns.kube-system.svc.cluster.local", cluster.TunnelService().Name + ".kube-system.svc.cluster.local"} {
+		r, err := kc.Master().Dig(ctx, cluster.KubeDNSIP(), name, "A")
+		if err != nil || len(r.Data("A")) != 1 {
+			t.Fatalf("kube-dns on %s: %v %v", name, r.Data("A"), err)
+		}
+		want[name] = r.Data("A")[0]
+	}
+	return want
+}
+
+// rebootFigures is what a reboot while cut off showed, for the log and
+// make bench.
+type rebootFigures struct {
+	// PodBack and CacheAnswers are from the reboot: the pod's container
+	// runs again; its DNS answers it.
+	PodBack, CacheAnswers time.Duration
+	// Probed is the queries asked from then until the link came back, and
+	// Failed how many of them failed.
+	Probed, Failed int
+	// After the link came back: yurthub proxies again; the node-local
+	// cache's ServiceAccount token is a real one again (yurthub hands a pod
+	// started while cut off a fake one); a change made during the cut is
+	// answered.
+	Healthy, RealToken, Answered time.Duration
+}
+
+// rebootWhileCutOff cuts worker-1 off from master-1, reboots it, and asks
+// pod's DNS for every name of want from when the pod and its DNS are back
+// until cutFor has passed since the cut, one try each with a 1 s timeout.
+// A Node created during the cut must be answered once the link is back.
+// resolver is where the pod asks ("" for its resolv.conf server); wantOK
+// says whether the probe must not fail (the stock layout is measured).
+func rebootWhileCutOff(t *testing.T, pod, resolver string, want map[string]string, cutFor time.Duration, wantOK bool) rebootFigures {
+	ctx := context.Background()
+	worker := kc.Node("worker-1")
+	var fig rebootFigures
+	restore := cutOff(t, worker, kc.Master())
+	linked := false
+	defer func() {
+		if !linked {
+			restore()
+		}
+		waitNodeReady(t, "worker-1", true, 3*time.Minute)
+		restartTunnelAgent(t)
+		cs.CoreV1().Nodes().Delete(ctx, "edge-during-cut", metav1.DeleteOptions{})
+	}()
+	cut := time.Now()
+	if err := worker.Reboot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rebooted := time.Now()
+	if err := cluster.CreateNodeObject(ctx, cs, "edge-during-cut", "198.51.100.201", map[string]string{tunnelnodes.EdgeNodeLabel: "true"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Back: the pod runs, in a new sandbox, and its DNS answers.
+	var p podNetns
+	harness.Eventually(t, 4*time.Minute, func() error {
+		pid, err := worker.PodPID(ctx, "kube-system", pod)
+		if err != nil {
+			return err
+		}
+		if fig.PodBack == 0 {
+			fig.PodBack = time.Since(rebooted)
+		}
+		p = podNetns{name: pod, node: "worker-1", pid: pid, resolver: resolver}
+		if p.resolver == "" {
+			p.resolver = resolvConfServer(t, pid)
+		}
+		r, err := p.dig(ctx, p.resolver, "master-1", "A", "+time=1", "+tries=1")
+		if err != nil || r.Status != "NOERROR" {
+			return fmt.Errorf("pod %s: master-1 at %s: %s %v", pod, p.resolver, r.Status, err)
+		}
+		return nil
+	})
+	fig.CacheAnswers = time.Since(rebooted)
+	t.Logf("worker-1 rebooted while cut off: pod %s running again %s after the reboot, its DNS (%s) answering after %s",
+		pod, fig.PodBack.Round(100*time.Millisecond), p.resolver, fig.CacheAnswers.Round(100*time.Millisecond))
+
+	var probes []*dnsProbe
+	for name, addr := range want {
+		probes = append(probes, startProbe(p.resolver, name, addr, []asker{{where: "pod " + pod + " (rebooted)", server: p.resolver, dig: p.dig}}))
+	}
+	time.Sleep(time.Until(cut.Add(cutFor)))
+	for _, pr := range probes {
+		pr.mu.Lock()
+		fig.Probed += pr.total
+		fig.Failed += len(pr.failures)
+		pr.mu.Unlock()
+		if wantOK {
+			pr.finish(t, fmt.Sprintf("worker-1 rebooted, cut off for %s", cutFor))
+		} else {
+			close(pr.stop)
+			pr.wg.Wait()
+		}
+	}
+
+	// The link back: yurthub, the kubelet's token refresh, then ours.
+	nodeLocal := nodeLocalPodUID(t)
+	restore()
+	linked = true
+	back := time.Now()
+	harness.Eventually(t, 4*time.Minute, func() error {
+		if fig.Healthy == 0 && yurthubHealthy(worker) {
+			fig.Healthy = time.Since(back)
+		}
+		if fig.RealToken == 0 && nodeLocal != "" && !fakeToken(t, worker, nodeLocal) {
+			fig.RealToken = time.Since(back)
+		}
+		r, err := worker.Dig(ctx, nodelocal.Address.String(), "edge-during-cut", "A", "+time=1", "+tries=1")
+		if err != nil || len(r.Data("A")) == 0 {
+			return fmt.Errorf("edge-during-cut at %s on worker-1: %s %v", nodelocal.Address, r.Status, err)
+		}
+		fig.Answered = time.Since(back)
+		return nil
+	})
+	t.Logf("link back: yurthub proxying after %s, node-local cache's token a real one after %s, edge-during-cut (made during the cut) answered after %s",
+		fig.Healthy.Round(100*time.Millisecond), fig.RealToken.Round(100*time.Millisecond), fig.Answered.Round(100*time.Millisecond))
+	if ours := fig.Answered - max(fig.Healthy, fig.RealToken); ours > 5*time.Second {
+		t.Errorf("a change made during the cut answered %s after yurthub and the token were back, want within 5 s", ours.Round(100*time.Millisecond))
+	}
+	return fig
+}
+
+func resolvConfServer(t testing.TB, pid int) string {
+	resolv, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(resolv), "\n") {
+		if v, ok := strings.CutPrefix(line, "nameserver "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("no nameserver in the resolv.conf of PID %d", pid)
+	return ""
+}
+
+// yurthubHealthy: yurthub on the node proxies to the apiserver again (its
+// gauge, 1 when healthy).
+func yurthubHealthy(n *cluster.Node) bool {
+	out, err := n.YurthubGet(context.Background(), "/metrics")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "node_yurthub_server_healthy_status{") {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			return err == nil && v == 1
+		}
+	}
+	return false
+}
+
+// nodeLocalPodUID is the node-local cache's pod on worker-1 ("" when there
+// is none: the stock layout).
+func nodeLocalPodUID(t testing.TB) string {
+	pods, err := cs.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app=node-local-dns", FieldSelector: "spec.nodeName=worker-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) == 0 {
+		return ""
+	}
+	return string(pods.Items[0].UID)
+}
+
+// fakeToken: the pod's ServiceAccount token on the node is one yurthub
+// made up while cut off (issuer "openyurt"), which the apiserver refuses.
+func fakeToken(t testing.TB, n *cluster.Node, uid string) bool {
+	files, _ := filepath.Glob(filepath.Join(n.StateDir("var/lib/kubelet"), "pods", uid, "volumes", "kubernetes.io~projected", "*", "token"))
+	if len(files) == 0 {
+		return true
+	}
+	jwt, err := os.ReadFile(files[0])
+	if err != nil {
+		return true
+	}
+	parts := strings.Split(string(jwt), ".")
+	if len(parts) != 3 {
+		return true
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	var claims struct{ Iss string }
+	if err != nil || json.Unmarshal(payload, &claims) != nil {
+		return true
+	}
+	return claims.Iss == "openyurt"
+}
