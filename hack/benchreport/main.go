@@ -53,6 +53,26 @@ type nodeLocal struct {
 	ClusterIP dnsTargetRun `json:"clusterip"`
 }
 
+// edgeReboot is test/realcluster's BenchmarkEdgeReboot: the layout users
+// run today against NodeLocal DNS, through one reboot while cut off each.
+type edgeReboot struct {
+	Cut            float64          `json:"cut_seconds"`
+	Stock          edgeRebootLayout `json:"stock"`
+	NodeLocal      edgeRebootLayout `json:"node-local"`
+	StaleEndpoints []string         `json:"stock_yurthub_kube_dns_endpoints"`
+	CoreDNSNow     string           `json:"stock_coredns_worker_1_ip"`
+}
+
+type edgeRebootLayout struct {
+	PodBack      float64 `json:"pod_back_s"`
+	DNSAnswering float64 `json:"dns_answering_s"`
+	Queries      int     `json:"queries"`
+	Failed       int     `json:"failed"`
+	Healthy      float64 `json:"yurthub_healthy_s"`
+	RealToken    float64 `json:"real_token_s"`
+	Answered     float64 `json:"change_answered_s"`
+}
+
 type dnsTargetRun struct {
 	QPS       float64 `json:"qps"`
 	P50       float64 `json:"p50_us"`
@@ -125,9 +145,10 @@ func run(in, out, runID string) error {
 	var scale, conv10, conv30, change, churn, fleet map[string]float64
 	var f100k fleet100k
 	var local nodeLocal
+	var reboot edgeReboot
 	for name, v := range map[string]any{"dnsperf": &d, "propagation": &p, "scale": &scale,
 		"sync-convergence-10000": &conv10, "sync-convergence-30000": &conv30, "sync-change": &change, "sync-churn": &churn,
-		"fleet-change": &fleet, "fleet-100k": &f100k, "node-local-dns": &local} {
+		"fleet-change": &fleet, "fleet-100k": &f100k, "node-local-dns": &local, "edge-reboot": &reboot} {
 		if err := load(in, name, runID, v); err != nil {
 			return err
 		}
@@ -174,6 +195,10 @@ func run(in, out, runID string) error {
 	nl, ci := local.NodeLocal, local.ClusterIP
 	row("| a pod on the real cluster's master-1 asks the node-local cache (169.254.20.10) vs the kube-dns ClusterIP (DNAT), same run, median of %d alternating rounds | QPS (dnsperf -c 4) **%.0f vs %.0f (%.2fx)**; at 1,000 QPS p50 %.0f vs %.0f µs, p99 %.0f vs %.0f µs; conntrack entries left by %d one-shot `dig`s **%.0f vs %.0f** | | `go test -run '^$' -bench NodeLocalDNS -benchtime 1x ./test/realcluster` (root) |\n",
 		local.Rounds, nl.QPS, ci.QPS, nl.QPS/ci.QPS, nl.P50, ci.P50, nl.P99, ci.P99, local.Digs, nl.Conntrack, ci.Conntrack)
+	st, nr := reboot.Stock, reboot.NodeLocal
+	row("| worker-1 (behind yurthub v1.7.0) cut off from master-1 for %.0f s and rebooted as the cut began; from a pod on it, every 100 ms, one try, 1 s timeout: the node names and the ClusterIP Services that existed before | today's layout (kube-dns, coredns-yurt per node): **%d of %d failed**, the pod back %.1f s after the reboot; yurthub's cached kube-dns EndpointSlice %v while worker-1's CoreDNS pod was at %s; a Node made during the cut answered %.1f s after the link came back. NodeLocal DNS: **%d of %d failed**, the pod back %.1f s and its DNS answering %.1f s after the reboot; link back → yurthub proxying %.1f s, the cache's token a real one %.1f s, the change answered %.1f s | NodeLocal: 0 failed; answered ≤ 5 s after yurthub and the token | `go test -run '^$' -bench EdgeReboot -benchtime 1x ./test/realcluster` (root) |\n",
+		reboot.Cut, st.Failed, st.Queries, st.PodBack, reboot.StaleEndpoints, reboot.CoreDNSNow, st.Answered,
+		nr.Failed, nr.Queries, nr.PodBack, nr.DNSAnswering, nr.Healthy, nr.RealToken, nr.Answered)
 	b.WriteString("\nAll rows: `make bench` runs them together (about 25 minutes); each `-bench` above runs one, from the repository root, after `make test-tools`.\n")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err

@@ -110,7 +110,7 @@ func stepLine(out, step string) string {
 	return ""
 }
 
-func waitNodeReady(t *testing.T, name string, ready bool, timeout time.Duration) {
+func waitNodeReady(t testing.TB, name string, ready bool, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

@@ -151,7 +151,7 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 	// A reboot remakes every pod's sandbox, so dns-before-worker-1 now
 	// resolves at the node-local address too.
 	t.Run("worker-1 rebooted while cut off from master-1", func(t *testing.T) {
-		rebootWhileCutOff(t, after[1].name, local, rebootNames(t), 90*time.Second, true)
+		rebootWhileCutOff(t, after[1].name, local, rebootNames(t), 90*time.Second, true, nil)
 	})
 
 	t.Run("revert waits for the pods that resolve there", func(t *testing.T) {
@@ -187,7 +187,7 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 // cutOff drops, in a's network namespace, everything to and from b and b's
 // pods (an edge node whose link to the cloud is down); the returned func
 // puts the link back.
-func cutOff(t *testing.T, a, b *cluster.Node) func() {
+func cutOff(t testing.TB, a, b *cluster.Node) func() {
 	t.Helper()
 	var rules [][]string
 	for _, net := range []string{b.IP, b.PodCIDR} {

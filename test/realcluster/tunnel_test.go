@@ -305,7 +305,7 @@ func churnNodes(t testing.TB, d time.Duration) (changes int, writes map[string]i
 // as an operator must: yurt-tunnel-server dropped the agent during the cut,
 // and the agent keeps its dead connection until the kernel's TCP keepalive
 // (2 h idle here) tells it. It waits until the tunnel reaches the kubelet.
-func restartTunnelAgent(t *testing.T) {
+func restartTunnelAgent(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	if err := cs.CoreV1().Pods("kube-system").DeleteCollection(ctx, metav1.DeleteOptions{},

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 )
 
 // deploymentFlag is one flag on the command line of a kube-system
@@ -43,13 +44,18 @@ func deploymentFlagStep(name string, f deploymentFlag, what, withoutIt string,
 			_, value, _, found := findFlag(c, f.flag, f.boolean)
 			return value, found, nil
 		},
+		// Read again on a conflict: the Deployment's status changes under
+		// us while its pods restart (yurt-tunnel-server exits whenever the
+		// control-plane step restarts kube-apiserver).
 		Set: func(ctx context.Context, env *engine.Env, value string, exists bool) error {
-			d, c, err := deploymentContainer(ctx, env, f.deployment)
-			if err != nil {
-				return err
-			}
-			setFlag(c, f.flag, f.boolean, value, exists)
-			return env.Client.Update(ctx, d)
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				d, c, err := deploymentContainer(ctx, env, f.deployment)
+				if err != nil {
+					return err
+				}
+				setFlag(c, f.flag, f.boolean, value, exists)
+				return env.Client.Update(ctx, d)
+			})
 		},
 		Desired: func(_ *engine.Env, cur string, exists bool) (string, error) { return desired(cur, exists), nil },
 	}

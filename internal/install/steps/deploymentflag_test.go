@@ -2,14 +2,21 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install/engine"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // TestSetFlag: the flag keeps its form (--flag=value or --flag value),
@@ -97,5 +104,36 @@ func TestDeploymentFlagStepWithoutDeployment(t *testing.T) {
 	s, detail, err := step.Status(ctx, env, newStepState())
 	if err != nil || s != engine.NotApplied || detail != "skipped by install: "+want {
 		t.Errorf("status: %s (%s), %v", s, detail, err)
+	}
+}
+
+// A write that meets a newer Deployment (its status moved while its pods
+// restarted) is made again on the fresh object, not reported as a failure.
+func TestDeploymentFlagStepRetriesOnConflict(t *testing.T) {
+	ctx := context.Background()
+	zero := int32(0)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: yurtTunnelServer, Namespace: "kube-system"},
+		Spec: appsv1.DeploymentSpec{Replicas: &zero, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: yurtTunnelServer, Args: []string{"--enable-dns-controller=true"}}}}}}}
+	conflicts := 0
+	c := fake.NewClientBuilder().WithObjects(d).WithInterceptorFuncs(interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if conflicts == 0 {
+				conflicts++
+				return apierrors.NewConflict(appsv1.Resource("deployments"), obj.GetName(), errors.New("the object has been modified"))
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+	}).Build()
+	env := &engine.Env{Client: c, Options: engine.Options{Timeout: 5 * time.Second}}
+	if res, err := tunnelDNSStep().Install(ctx, env, newStepState()); err != nil || !res.Changed {
+		t.Fatalf("install after one conflict: %+v, %v", res, err)
+	}
+	got := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(d), got); err != nil {
+		t.Fatal(err)
+	}
+	if args := got.Spec.Template.Spec.Containers[0].Args; conflicts != 1 || !slices.Equal(args, []string{"--enable-dns-controller=false"}) {
+		t.Errorf("after %d conflicts the args are %q, want --enable-dns-controller=false", conflicts, args)
 	}
 }

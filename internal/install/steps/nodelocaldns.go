@@ -160,7 +160,8 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 }
 
 // nodeLocalObjects are deploy/node-local-dns with install's images, the
-// profile's ServiceAccount and the profile's yurthosts options, and the
+// profile's ServiceAccount (the DaemonSet's, and the subject of the
+// kubernetes plugin's grant) and the profile's yurthosts options, and the
 // kubernetes directive of the cluster's CoreDNS: each cache answers the
 // cluster's zones itself, from the Services it watches (through yurthub on
 // an edge node), so an edge node that restarts cut off from the cloud
@@ -193,6 +194,14 @@ func nodeLocalObjects(ctx context.Context, env *engine.Env, l layout.Layout) ([]
 				}
 			}
 			if err := unstructured.SetNestedField(o.Object, edited, "data", "Corefile"); err != nil {
+				return nil, err
+			}
+		case "ClusterRoleBinding":
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			for _, sub := range subjects {
+				sub.(map[string]any)["name"] = l.DNSServiceAccount
+			}
+			if err := unstructured.SetNestedSlice(o.Object, subjects, "subjects"); err != nil {
 				return nil, err
 			}
 		case "DaemonSet":

@@ -107,6 +107,10 @@ func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 				if !strings.Contains(corefile, tc.want) || !strings.Contains(corefile, "bind 169.254.20.10") || !strings.Contains(corefile, kubernetes) {
 					t.Errorf("%s: Corefile:\n%s\nwant %s and the cluster's %s", tc.profile, corefile, tc.want, kubernetes)
 				}
+			case "ClusterRoleBinding":
+				if sub := o.Object["subjects"].([]any)[0].(map[string]any); sub["name"] != tc.sa || sub["namespace"] != "kube-system" {
+					t.Errorf("%s: the kubernetes plugin's grant goes to %v/%v, want kube-system/%s", tc.profile, sub["namespace"], sub["name"], tc.sa)
+				}
 			case "DaemonSet":
 				spec := o.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 				init := spec["initContainers"].([]any)[0].(map[string]any)["image"]
@@ -116,7 +120,7 @@ func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 				}
 			}
 		}
-		if !kinds["ConfigMap"] || !kinds["DaemonSet"] || !kinds["Service"] {
+		if !kinds["ConfigMap"] || !kinds["DaemonSet"] || !kinds["Service"] || !kinds["ClusterRole"] || !kinds["ClusterRoleBinding"] {
 			t.Errorf("deploy/%s renders %v", deploy.NodeLocalDNS, kinds)
 		}
 	}
