@@ -153,6 +153,13 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 	t.Run("worker-1 rebooted while cut off from master-1", func(t *testing.T) {
 		rebootWhileCutOff(t, after[1].name, local, rebootNames(t), 90*time.Second, true, nil)
 	})
+	for _, p := range []*podNetns{&after[1], &before[1]} {
+		pid, err := kc.Node(p.node).PodPID(ctx, "kube-system", p.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.pid = pid
+	}
 
 	t.Run("revert waits for the pods that resolve there", func(t *testing.T) {
 		out, err := runSync(t, "revert")

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -132,7 +131,10 @@ func rebootWhileCutOff(t testing.TB, pod, resolver string, want map[string]strin
 		beforeLinkBack()
 	}
 	// The link back: yurthub, the kubelet's token refresh, then ours.
-	nodeLocal := nodeLocalPodUID(t)
+	nodeLocal := nodeLocalPod(t)
+	if nodeLocal != "" && !fakeToken(worker, nodeLocal) {
+		t.Errorf("pod %s, started while cut off, reads a token yurthub did not make up", nodeLocal)
+	}
 	restore()
 	linked = true
 	back := time.Now()
@@ -140,7 +142,7 @@ func rebootWhileCutOff(t testing.TB, pod, resolver string, want map[string]strin
 		if fig.Healthy == 0 && yurthubHealthy(worker) {
 			fig.Healthy = time.Since(back)
 		}
-		if fig.RealToken == 0 && nodeLocal != "" && !fakeToken(t, worker, nodeLocal) {
+		if fig.RealToken == 0 && nodeLocal != "" && !fakeToken(worker, nodeLocal) {
 			fig.RealToken = time.Since(back)
 		}
 		r, err := p.dig(ctx, p.resolver, "edge-during-cut", "A", "+time=1", "+tries=1")
@@ -189,9 +191,9 @@ func yurthubHealthy(n *cluster.Node) bool {
 	return false
 }
 
-// nodeLocalPodUID is the node-local cache's pod on worker-1 ("" when there
+// nodeLocalPod is the node-local cache's pod on worker-1 ("" when there
 // is none: the stock layout).
-func nodeLocalPodUID(t testing.TB) string {
+func nodeLocalPod(t testing.TB) string {
 	pods, err := cs.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app=node-local-dns", FieldSelector: "spec.nodeName=worker-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -199,17 +201,18 @@ func nodeLocalPodUID(t testing.TB) string {
 	if len(pods.Items) == 0 {
 		return ""
 	}
-	return string(pods.Items[0].UID)
+	return pods.Items[0].Name
 }
 
-// fakeToken: the pod's ServiceAccount token on the node is one yurthub
-// made up while cut off (issuer "openyurt"), which the apiserver refuses.
-func fakeToken(t testing.TB, n *cluster.Node, uid string) bool {
-	files, _ := filepath.Glob(filepath.Join(n.StateDir("var/lib/kubelet"), "pods", uid, "volumes", "kubernetes.io~projected", "*", "token"))
-	if len(files) == 0 {
+// fakeToken: the ServiceAccount token the pod's container reads is one
+// yurthub made up while cut off (issuer "openyurt"), which the apiserver
+// refuses; true also while it cannot be read.
+func fakeToken(n *cluster.Node, pod string) bool {
+	pid, err := n.PodPID(context.Background(), "kube-system", pod)
+	if err != nil {
 		return true
 	}
-	jwt, err := os.ReadFile(files[0])
+	jwt, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/var/run/secrets/kubernetes.io/serviceaccount/token", pid))
 	if err != nil {
 		return true
 	}

@@ -426,9 +426,14 @@ func refuseWhileResolvingThere(ctx context.Context, env *engine.Env, ss *engine.
 // sandboxMade is when the kubelet last wrote the pod's resolv.conf: when it
 // made the pod's sandbox, which a node's reboot or a sandbox's death does
 // again for a pod made long before (PodReadyToStartContainers turns True
-// then), or else when the pod was created.
+// then), or else when the pod was created. A mirror pod's conditions start
+// afresh whenever its kubelet restarts, as the switch does, so only its
+// creation counts (a new static pod is a new mirror pod).
 func sandboxMade(p *corev1.Pod) time.Time {
 	made := p.CreationTimestamp.Time
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return made
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReadyToStartContainers && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(made) {
 			made = c.LastTransitionTime.Time

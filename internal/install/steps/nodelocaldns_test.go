@@ -51,6 +51,11 @@ func TestRefuseWhileResolvingThere(t *testing.T) {
 		{"made before the switch, its sandbox made again after the restore", pod("a", "worker-1", since.Add(-time.Hour), func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: until.Add(time.Second)}}}
 		}), false},
+		{"a mirror pod made before the switch, its kubelet restarted during", pod("a", "worker-1", since.Add(-time.Hour), func(p *corev1.Pod) {
+			p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "hash"}
+			p.Spec.HostNetwork, p.Spec.DNSPolicy = true, corev1.DNSClusterFirstWithHostNet
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: during}}}
+		}), false},
 		{"made before the switch, sandbox not ready since during", pod("a", "worker-1", since.Add(-time.Hour), func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Time{Time: during}}}
 		}), false},
