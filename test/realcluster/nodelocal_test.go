@@ -114,6 +114,11 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 		t.Errorf("a second install --node-local-dns: want the step already applied (%v):\n%s", err, out)
 	}
 	out, err = runSync(t, "status")
+	// worker-1's kubelet lists (the harness sets WatchListClient off on
+	// edge kubelets), so status has nothing to warn about.
+	if strings.Contains(out, "watch-list") {
+		t.Errorf("status warns about a kubelet's watch-list:\n%s", out)
+	}
 	for _, n := range kc.Nodes {
 		if want := n.Name + ": cache Ready; kubelet clusterDNS " + local; err != nil || !strings.Contains(out, want) {
 			t.Errorf("status does not say %q (%v):\n%s", want, err, out)

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -506,13 +507,15 @@ func kubeletConfigMapEdit(ctx context.Context, env *engine.Env, ss *engine.StepS
 // nodeLocalStatus says, per node, what its kubelet runs with and whether
 // its cache is Ready; all is true when every Ready node is switched.
 func nodeLocalStatus(ctx context.Context, env *engine.Env) (detail string, all bool, err error) {
-	ready, notReady, err := readyNodeNames(ctx, env)
+	nodes, notReady, err := kube.ReadyNodes(ctx, env)
 	if err != nil {
 		return "", false, err
 	}
+	slices.SortFunc(nodes, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	all = true
 	var lines []string
-	for _, n := range ready {
+	for _, node := range nodes {
+		n := node.Name
 		cache, why, err := nodeLocalPodReady(env, n)(ctx)
 		if err != nil {
 			return "", false, err
@@ -521,20 +524,47 @@ func nodeLocalStatus(ctx context.Context, env *engine.Env) (detail string, all b
 		if !cache {
 			state = "cache not Ready (" + why + ")"
 		}
-		dns, err := runningClusterDNS(ctx, env, n)
+		k, err := readRunningKubelet(ctx, env, n)
+		line := ""
 		switch {
 		case err != nil:
 			all = false
-			lines = append(lines, fmt.Sprintf("%s: %s; kubelet configuration unreadable: %v", n, state, err))
-		case slices.Equal(dns, []string{nodelocal.Address.String()}):
-			lines = append(lines, fmt.Sprintf("%s: %s; kubelet clusterDNS %s", n, state, strings.Join(dns, ",")))
+			line = fmt.Sprintf("%s: %s; kubelet configuration unreadable: %v", n, state, err)
+		case slices.Equal(k.ClusterDNS, []string{nodelocal.Address.String()}):
+			line = fmt.Sprintf("%s: %s; kubelet clusterDNS %s", n, state, strings.Join(k.ClusterDNS, ","))
 		default:
 			all = false
-			lines = append(lines, fmt.Sprintf("%s: %s; kubelet clusterDNS %s (not switched)", n, state, strings.Join(dns, ",")))
+			line = fmt.Sprintf("%s: %s; kubelet clusterDNS %s (not switched)", n, state, strings.Join(k.ClusterDNS, ","))
 		}
+		if err == nil && watchListsBehindYurthub(&node, k.FeatureGates) {
+			line += fmt.Sprintf(" (warning: kubelet %s starts its informers with a watch-list, which yurthub answers from its cache with nothing: "+
+				"restarted while cut off from the cloud it would run no pod; set featureGates WatchListClient: false in its configuration)", node.Status.NodeInfo.KubeletVersion)
+		}
+		lines = append(lines, line)
 	}
 	for _, n := range notReady {
 		lines = append(lines, n+": NotReady")
 	}
 	return strings.Join(lines, "; "), all, nil
+}
+
+// watchListFrom is the first kubelet whose client-go starts every informer
+// with a watch-list (WatchListClient on by default).
+var watchListFrom = utilversion.MustParseGeneric("1.35.0")
+
+// watchListsBehindYurthub: an edge node's kubelet (behind yurthub) that
+// watch-lists. yurthub v1.7, serving from its cache while the cloud is
+// away, answers a watch-list with 200 and no objects, so such a kubelet
+// restarted while cut off never learns its own Node and starts no pod
+// (seen on the real cluster: 120 s of a reboot, not one pod).
+func watchListsBehindYurthub(n *corev1.Node, gates map[string]bool) bool {
+	if n.Labels[tunnelnodes.EdgeNodeLabel] != "true" {
+		return false
+	}
+	v, err := utilversion.ParseGeneric(n.Status.NodeInfo.KubeletVersion)
+	if err != nil || v.LessThan(watchListFrom) {
+		return false
+	}
+	on, set := gates["WatchListClient"]
+	return !set || on
 }

@@ -158,3 +158,29 @@ func TestSetupStarted(t *testing.T) {
 		})
 	}
 }
+
+// Status warns about an edge kubelet that would start no pod after a
+// restart while cut off: 1.35 and later, behind yurthub, watch-list on.
+func TestWatchListsBehindYurthub(t *testing.T) {
+	node := func(edge, version string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{"openyurt.io/is-edge-worker": edge}},
+			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: version}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		node  *corev1.Node
+		gates map[string]bool
+		want  bool
+	}{
+		{"edge, 1.37, default gates", node("true", "v1.37.1"), nil, true},
+		{"edge, 1.35.0, gate on", node("true", "v1.35.0"), map[string]bool{"WatchListClient": true}, true},
+		{"edge, 1.37, gate off", node("true", "v1.37.1"), map[string]bool{"WatchListClient": false}, false},
+		{"edge, 1.34 (lists)", node("true", "v1.34.2"), nil, false},
+		{"cloud node", node("false", "v1.37.1"), nil, false},
+		{"version unreadable", node("true", "unknown"), nil, false},
+	} {
+		if got := watchListsBehindYurthub(tc.node, tc.gates); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

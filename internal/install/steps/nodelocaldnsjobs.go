@@ -103,20 +103,29 @@ func waitSwitchJobGone(ctx context.Context, env *engine.Env, ss *engine.StepStat
 	return err
 }
 
-// runningClusterDNS is the clusterDNS the node's kubelet runs with, from
-// its /configz through the apiserver (what a new pod's resolv.conf gets).
-func runningClusterDNS(ctx context.Context, env *engine.Env, node string) ([]string, error) {
+// runningKubelet is what the node's kubelet runs with, from its /configz
+// through the apiserver: its clusterDNS (what a new pod's resolv.conf gets)
+// and its feature gates.
+type runningKubelet struct {
+	ClusterDNS   []string        `json:"clusterDNS"`
+	FeatureGates map[string]bool `json:"featureGates"`
+}
+
+func readRunningKubelet(ctx context.Context, env *engine.Env, node string) (runningKubelet, error) {
 	raw, err := kube.KubeletConfigz(ctx, env.Clientset, node)
 	if err != nil {
-		return nil, fmt.Errorf("reading the kubelet configuration of node %s: %w", node, err)
+		return runningKubelet{}, fmt.Errorf("reading the kubelet configuration of node %s: %w", node, err)
 	}
 	var cfg struct {
-		KubeletConfig struct {
-			ClusterDNS []string `json:"clusterDNS"`
-		} `json:"kubeletconfig"`
+		KubeletConfig runningKubelet `json:"kubeletconfig"`
 	}
 	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return nil, fmt.Errorf("node %s's /configz: %w", node, err)
+		return runningKubelet{}, fmt.Errorf("node %s's /configz: %w", node, err)
 	}
-	return cfg.KubeletConfig.ClusterDNS, nil
+	return cfg.KubeletConfig, nil
+}
+
+func runningClusterDNS(ctx context.Context, env *engine.Env, node string) ([]string, error) {
+	k, err := readRunningKubelet(ctx, env, node)
+	return k.ClusterDNS, err
 }
