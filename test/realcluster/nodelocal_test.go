@@ -3,7 +3,6 @@ package realcluster
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -47,17 +46,11 @@ func startPausePod(t testing.TB, name, node string) podNetns {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolv, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", pid))
+	resolver, err := resolvConfServer(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pn := podNetns{name: name, node: node, pid: pid}
-	for _, line := range strings.Split(string(resolv), "\n") {
-		if v, ok := strings.CutPrefix(line, "nameserver "); ok && pn.resolver == "" {
-			pn.resolver = strings.TrimSpace(v)
-		}
-	}
-	return pn
+	return podNetns{name: name, node: node, pid: pid, resolver: resolver}
 }
 
 func (p podNetns) dig(ctx context.Context, server, name, qtype string, extra ...string) (harness.DigResult, error) {

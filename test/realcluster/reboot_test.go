@@ -109,9 +109,9 @@ func rebootWhileCutOff(t testing.TB, pod, resolver string, want map[string]strin
 		}
 		p = podNetns{name: pod, node: "worker-1", pid: pid, resolver: resolver}
 		if p.resolver == "" {
-			p.resolver = resolvConfServer(t, pid)
+			p.resolver, err = resolvConfServer(pid)
 		}
-		return nil
+		return err
 	}
 	harness.Eventually(t, 4*time.Minute, func() error {
 		if err := findPod(); err != nil {
@@ -192,18 +192,18 @@ func rebootWhileCutOff(t testing.TB, pod, resolver string, want map[string]strin
 	return fig
 }
 
-func resolvConfServer(t testing.TB, pid int) string {
+// resolvConfServer is the first nameserver of the process's resolv.conf.
+func resolvConfServer(pid int) (string, error) {
 	resolv, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", pid))
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	for _, line := range strings.Split(string(resolv), "\n") {
 		if v, ok := strings.CutPrefix(line, "nameserver "); ok {
-			return strings.TrimSpace(v)
+			return strings.TrimSpace(v), nil
 		}
 	}
-	t.Fatalf("no nameserver in the resolv.conf of PID %d", pid)
-	return ""
+	return "", fmt.Errorf("no nameserver in the resolv.conf of PID %d", pid)
 }
 
 // yurthubHealthy: yurthub on the node proxies to the apiserver again (its
