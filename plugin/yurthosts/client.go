@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
 )
 
 // userAgent starts with "coredns/" so that yurthub, which caches responses
@@ -34,10 +35,26 @@ func (s source) restConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client config: %w", err)
 	}
+	rereadTokenOn401(cfg)
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.UserAgent = userAgent()
 	return cfg, nil
+}
+
+// rereadTokenOn401 makes the client read its token file again as soon as
+// the apiserver refuses the token, where client-go reads it once a minute.
+// On an edge node that restarted while cut off, yurthub gave the pod a
+// made-up token so it could start; once the cloud is back the apiserver
+// refuses it until the kubelet writes a real one, and the records' first
+// list after that should not wait for the next minute.
+func rereadTokenOn401(cfg *rest.Config) {
+	if cfg.BearerTokenFile == "" {
+		return
+	}
+	token := transport.NewCachedFileTokenSource(cfg.BearerTokenFile)
+	cfg.BearerToken, cfg.BearerTokenFile = "", ""
+	cfg.Wrap(transport.ResettableTokenSourceWrapTransport(token))
 }
 
 // client builds the clientset the watches use.
