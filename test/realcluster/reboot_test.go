@@ -36,6 +36,10 @@ func rebootNames(t testing.TB) map[string]string {
 	return want
 }
 
+// rebootedCutOff are the nodes rebootWhileCutOff rebooted in this
+// cluster's life: pods there have restarted for it.
+var rebootedCutOff = map[string]bool{}
+
 // rebootFigures is what a reboot while cut off showed, for the log and
 // make bench.
 type rebootFigures struct {
@@ -90,6 +94,7 @@ func rebootWhileCutOff(t testing.TB, pod, resolver string, want map[string]strin
 		cs.CoreV1().Nodes().Delete(ctx, "edge-during-cut", metav1.DeleteOptions{})
 	}()
 	cut := time.Now()
+	rebootedCutOff[worker.Name] = true
 	if err := worker.Reboot(ctx); err != nil {
 		t.Fatal(err)
 	}
