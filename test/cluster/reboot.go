@@ -151,12 +151,12 @@ func (n *Node) clearKernelState(ctx context.Context) error {
 	return nil
 }
 
-// PodPID finds a running container's process of a pod on the node from the
-// node's containerd alone (the apiserver may be out of reach): the pod's
-// network namespace, for one.
+// PodPID finds the process of a pod's running container (not its sandbox's)
+// on the node from the node's containerd alone (the apiserver may be out of
+// reach): the pod's network namespace, or the files the container sees.
 func (n *Node) PodPID(ctx context.Context, namespace, pod string) (int, error) {
 	out, err := n.Run(ctx, "ctr", "-n", "k8s.io", "containers", "ls", "-q",
-		fmt.Sprintf(`labels."io.kubernetes.pod.name"==%s,labels."io.kubernetes.pod.namespace"==%s`, pod, namespace))
+		fmt.Sprintf(`labels."io.kubernetes.pod.name"==%s,labels."io.kubernetes.pod.namespace"==%s,labels."io.cri-containerd.kind"==container`, pod, namespace))
 	if err != nil {
 		return 0, err
 	}
