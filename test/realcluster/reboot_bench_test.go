@@ -47,7 +47,9 @@ func BenchmarkEdgeReboot(b *testing.B) {
 		}
 		var stale func()
 		if layout.name == "stock" {
-			stale = func() { results["stock_yurthub_kube_dns_endpoints"], results["stock_coredns_worker_1_ip"] = staleKubeDNSEndpoints(b) }
+			stale = func() {
+				results["stock_yurthub_kube_dns_endpoints"], results["stock_coredns_worker_1_ip"] = staleKubeDNSEndpoints(b)
+			}
 		}
 		fig := rebootWhileCutOff(b, client, resolver, want, cutFor, layout.name == "node-local", stale)
 		r := map[string]any{
