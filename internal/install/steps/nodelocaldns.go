@@ -224,13 +224,19 @@ func nodeLocalObjects(ctx context.Context, env *engine.Env, l layout.Layout) ([]
 	return objs, nil
 }
 
-// readyNodeNames are kube.ReadyNodes by name, sorted.
+// readyNodes are kube.ReadyNodes sorted by name.
+func readyNodes(ctx context.Context, env *engine.Env) (ready []corev1.Node, notReady []string, err error) {
+	ready, notReady, err = kube.ReadyNodes(ctx, env)
+	slices.SortFunc(ready, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return ready, notReady, err
+}
+
+// readyNodeNames are readyNodes' names.
 func readyNodeNames(ctx context.Context, env *engine.Env) (ready, notReady []string, err error) {
-	nodes, notReady, err := kube.ReadyNodes(ctx, env)
+	nodes, notReady, err := readyNodes(ctx, env)
 	for _, n := range nodes {
 		ready = append(ready, n.Name)
 	}
-	slices.Sort(ready)
 	return ready, notReady, err
 }
 
@@ -507,11 +513,10 @@ func kubeletConfigMapEdit(ctx context.Context, env *engine.Env, ss *engine.StepS
 // nodeLocalStatus says, per node, what its kubelet runs with and whether
 // its cache is Ready; all is true when every Ready node is switched.
 func nodeLocalStatus(ctx context.Context, env *engine.Env) (detail string, all bool, err error) {
-	nodes, notReady, err := kube.ReadyNodes(ctx, env)
+	nodes, notReady, err := readyNodes(ctx, env)
 	if err != nil {
 		return "", false, err
 	}
-	slices.SortFunc(nodes, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	all = true
 	var lines []string
 	for _, node := range nodes {
