@@ -62,33 +62,13 @@ func deploymentFlagStep(name string, f deploymentFlag, what, withoutIt string,
 	rolledOut := func(ctx context.Context, env *engine.Env) error {
 		return kubewait.For(ctx, env.Options.Timeout, "Deployment "+f.deployment+" not rolled out", kube.DeploymentRolledOut(env, f.deployment, nil))
 	}
-	step := fieldStep(name, what, edit, rolledOut)
-	skipReason := func(ctx context.Context, env *engine.Env) (string, error) {
+	return skipWhere(fieldStep(name, what, edit, rolledOut), func(ctx context.Context, env *engine.Env, _ *engine.StepState) (string, error) {
 		err := env.Client.Get(ctx, kube.Key(f.deployment), &appsv1.Deployment{})
 		if apierrors.IsNotFound(err) {
 			return "no Deployment " + tunnelnodes.Namespace + "/" + f.deployment + ": " + withoutIt, nil
 		}
 		return "", err
-	}
-	install, status := step.Install, step.Status
-	step.Install = func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
-		if reason, err := skipReason(ctx, env); err != nil || reason != "" {
-			return engine.Result{Skipped: true, Summary: "skipped: " + reason}, err
-		}
-		return install(ctx, env, ss)
-	}
-	// Said as the kube-proxy step says it, rather than the read's error.
-	step.Status = func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.StepStatus, string, error) {
-		s, detail, err := status(ctx, env, ss)
-		if err != nil || s != engine.NotApplied || ss.Applied {
-			return s, detail, err
-		}
-		if reason, err := skipReason(ctx, env); err == nil && reason != "" {
-			detail = "skipped by install: " + reason
-		}
-		return s, detail, nil
-	}
-	return step
+	})
 }
 
 // deploymentContainer reads the named Deployment and returns its container

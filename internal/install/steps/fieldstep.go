@@ -68,3 +68,28 @@ func fieldStep(name, what string, f kube.FieldEdit, after func(context.Context, 
 		Status: f.Status,
 	}
 }
+
+// skipWhere makes install skip step where skipReason gives a reason, and
+// status say why for a step install did not apply ("skipped by install: "
+// rather than the read's error). skipReason sees the step's state so it can
+// let install finish what an interrupted install began.
+func skipWhere(step engine.Step, skipReason func(context.Context, *engine.Env, *engine.StepState) (string, error)) engine.Step {
+	install, status := step.Install, step.Status
+	step.Install = func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
+		if reason, err := skipReason(ctx, env, ss); err != nil || reason != "" {
+			return engine.Result{Skipped: true, Summary: "skipped: " + reason}, err
+		}
+		return install(ctx, env, ss)
+	}
+	step.Status = func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.StepStatus, string, error) {
+		s, detail, err := status(ctx, env, ss)
+		if err != nil || s != engine.NotApplied || ss.Applied {
+			return s, detail, err
+		}
+		if reason, err := skipReason(ctx, env, ss); err == nil && reason != "" {
+			detail = "skipped by install: " + reason
+		}
+		return s, detail, nil
+	}
+	return step
+}

@@ -48,28 +48,13 @@ func kubeProxyStep() engine.Step {
 	})
 	step := fieldStep("kube-proxy", "clientConnection.kubeconfig commented out (kube-proxy uses the in-cluster config yurthub serves); rolling restart done",
 		edit, restartKubeProxy)
-	install, status := step.Install, step.Status
-	step.Install = func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
+	return skipWhere(step, func(ctx context.Context, env *engine.Env, ss *engine.StepState) (string, error) {
 		// What install began is finished whatever it finds now.
-		if _, ours := ss.Records[edit.Key]; !ours {
-			reason, err := kubeProxySkipReason(ctx, env, edit)
-			if err != nil || reason != "" {
-				return engine.Result{Skipped: true, Summary: "skipped: " + reason}, err
-			}
+		if _, ours := ss.Records[edit.Key]; ours {
+			return "", nil
 		}
-		return install(ctx, env, ss)
-	}
-	step.Status = func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.StepStatus, string, error) {
-		s, detail, err := status(ctx, env, ss)
-		if err != nil || s != engine.NotApplied || ss.Applied {
-			return s, detail, err
-		}
-		if reason, err := kubeProxySkipReason(ctx, env, edit); err == nil && reason != "" {
-			detail = "skipped by install: " + reason
-		}
-		return s, detail, nil
-	}
-	return step
+		return kubeProxySkipReason(ctx, env, edit)
+	})
 }
 
 // kubeProxySkipReason says why the kube-proxy step must not edit, or "":

@@ -12,6 +12,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -70,5 +73,37 @@ func TestKubeProxySkipReason(t *testing.T) {
 				t.Errorf("the skipped step changed config.conf")
 			}
 		})
+	}
+}
+
+// An install killed after it commented the line out finds it commented out:
+// the step must finish (the rolling restart), not skip as "already
+// commented out", and status must not call it skipped.
+func TestKubeProxyFinishesInterruptedInstall(t *testing.T) {
+	ctx := context.Background()
+	var cm corev1.ConfigMap
+	kubeadmObject(t, "kube-proxy.yaml", "ConfigMap", &cm)
+	conf := cm.Data[kubeProxyConfKey]
+	commented, err := kubeproxyconf.CommentOutKubeconfig(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm = corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: kubeProxyName},
+		Data: map[string]string{kubeProxyConfKey: commented}}
+	cs := kubefake.NewSimpleClientset()
+	cs.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.35.0"}
+	env := &engine.Env{Client: fake.NewClientBuilder().WithObjects(&cm).Build(), Clientset: cs}
+	env.Options.DryRun = true // the restart itself is the e2e tests' part
+	edit := kube.ConfigMapKeyEdit(kubeProxyName, kubeProxyConfKey, nil)
+	ss := newStepState()
+	ss.Records[edit.Key] = engine.Record{Before: conf, After: commented}
+
+	step := kubeProxyStep()
+	if _, detail, err := step.Status(ctx, env, ss); err != nil || strings.Contains(detail, "skipped") {
+		t.Errorf("status: %q, %v; want it not called skipped", detail, err)
+	}
+	res, err := step.Install(ctx, env, ss)
+	if err != nil || res.Skipped || !strings.Contains(res.Summary, "completing an interrupted install") {
+		t.Errorf("install: %+v, %v; want the interrupted install completed", res, err)
 	}
 }
