@@ -321,6 +321,27 @@ func TestInstallRevert(t *testing.T) {
 		t.Errorf("status: %v\n%s", err, out)
 	}
 
+	// An object install created, as an earlier version made it (or edited
+	// since): install leaves it, status says so and what to do.
+	roles := k.Client.RbacV1().Roles(tunnelnodes.Namespace)
+	role, err := roles.Get(ctx, "yurtdns:coredns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installedRules := role.Rules
+	role.Rules = role.Rules[:len(role.Rules)-1]
+	if role, err = roles.Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := k.run(t, "status"); err == nil || !strings.Contains(out,
+		"rbac               drifted (not as this version installs: Role kube-system/yurtdns:coredns (run revert, then install, to replace))") {
+		t.Errorf("status with an earlier version's Role: %v\n%s", err, out)
+	}
+	role.Rules = installedRules
+	if _, err := roles.Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// Revert: back to the originals, objects install created are gone.
 	out, err = k.run(t, "revert")
 	if err != nil {

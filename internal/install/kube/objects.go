@@ -8,6 +8,7 @@ import (
 	"github.com/yurtdns/yurtdns/internal/textedit"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -107,4 +108,34 @@ func ExistsAll(ctx context.Context, env *engine.Env, objs []*unstructured.Unstru
 		}
 	}
 	return true, nil
+}
+
+// contentFields are the fields that carry what an object of install's says,
+// compared by Outdated. Workloads are left out: their images come from
+// install's flags, which status does not have.
+var contentFields = []string{"data", "binaryData", "rules", "aggregationRule", "roleRef", "subjects"}
+
+// Outdated names the objects that exist with content (contentFields) other
+// than objs give them: an earlier version's, or edited since. Fields the
+// server fills in are not differences (equality.Semantic.DeepDerivative).
+func Outdated(ctx context.Context, env *engine.Env, objs []*unstructured.Unstructured) ([]string, error) {
+	var outdated []string
+	for _, o := range objs {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GroupVersionKind())
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), live)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range contentFields {
+			if want, ok := o.Object[f]; ok && !equality.Semantic.DeepDerivative(want, live.Object[f]) {
+				outdated = append(outdated, ObjectKey(o))
+				break
+			}
+		}
+	}
+	return outdated, nil
 }

@@ -144,7 +144,7 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 			return engine.Result{Changed: true, Summary: strings.Join(summary, "; ")}, nil
 		},
 		Status: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.StepStatus, string, error) {
-			st, _, err := files.Status(ctx, env, ss)
+			st, filesDetail, err := files.Status(ctx, env, ss)
 			if err != nil || st == engine.NotApplied {
 				return st, "", err
 			}
@@ -154,6 +154,9 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 			}
 			if st == engine.Applied && !all && ss.Applied {
 				st = engine.Drifted
+			}
+			if filesDetail != "" {
+				detail = filesDetail + "; " + detail
 			}
 			return st, detail, nil
 		},

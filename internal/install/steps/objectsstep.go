@@ -68,7 +68,13 @@ func objectsStep(name string, objects func(context.Context, *engine.Env) ([]*uns
 			case err != nil:
 				return "", "", err
 			case all:
-				return engine.Applied, "", nil
+				// install creates and never rewrites: an object from an
+				// earlier version stays as it was until revert deletes it.
+				outdated, err := kube.Outdated(ctx, env, objs)
+				if err != nil || len(outdated) == 0 {
+					return engine.Applied, "", err
+				}
+				return engine.Drifted, "not as this version installs: " + strings.Join(outdated, ", ") + " (run revert, then install, to replace)", nil
 			case ss.Applied:
 				return engine.Drifted, "objects install created are missing", nil
 			}
