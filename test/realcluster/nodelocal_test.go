@@ -118,6 +118,26 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 		}
 	}
 
+	// The Corefile as an earlier version wrote it: status names it (a
+	// comment only, so the caches reloading it answer as before).
+	cms := cs.CoreV1().ConfigMaps(tunnelnodes.Namespace)
+	cm, err := cms.Get(ctx, "node-local-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installed := cm.Data["Corefile"]
+	cm.Data["Corefile"] = "# an earlier version's\n" + installed
+	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runSync(t, "status"); err == nil || !strings.Contains(out, "node-local-dns     drifted (not as this version installs: ConfigMap kube-system/node-local-dns") {
+		t.Errorf("status with an earlier version's node-local Corefile (%v):\n%s", err, out)
+	}
+	cm.Data["Corefile"] = installed
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// The answers every pod must get: what kube-dns says, from a node.
 	want := map[string]string{}
 	for _, name := range []string{probeName, "master-1", "worker-1"} {
