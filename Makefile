@@ -157,7 +157,7 @@ bench: prereqs
 	rm -rf $(BIN)/bench-data
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 40m ./test/bench/ | tee $(BIN)/bench.txt
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem ./plugin/... | tee -a $(BIN)/bench.txt
-	set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/realcluster/ | tee -a $(BIN)/bench.txt
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/realcluster/ | tee -a $(BIN)/bench.txt
 	$(GO) run ./hack/benchreport -in $(BIN)/bench-data -run '$(BENCH_RUN)' -out bench
 
 ## demo: the real two-node kubeadm cluster (root: network and mount namespaces), install, the
