@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -194,7 +195,7 @@ func (c *Cluster) waitTunnelPath(ctx context.Context) {
 		}
 		if !restarted && time.Since(start) > time.Minute {
 			c.logf("kubectl logs through the tunnel still fails after 1m (%v): a new yurt-tunnel-server pod", err)
-			c.Kubectl(ctx, "-n", "kube-system", "delete", "pod", "-l", "k8s-app=yurt-tunnel-server", "--wait=true")
+			c.Kubectl(ctx, "-n", "kube-system", "delete", "pod", "-l", labels.FormatLabels(tunnelServerSelector), "--wait=true")
 			c.Kubectl(ctx, "-n", "kube-system", "rollout", "status", "deployment/yurt-tunnel-server", "--timeout=180s")
 			restarted = true
 		}

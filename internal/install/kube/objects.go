@@ -111,24 +111,25 @@ func ExistsAll(ctx context.Context, env *engine.Env, objs []*unstructured.Unstru
 }
 
 // contentFields are the fields that carry what an object of install's says,
-// compared by Outdated. Workloads are left out: their images come from
+// compared by Compare. Workloads are left out: their images come from
 // install's flags, which status does not have.
 var contentFields = []string{"data", "binaryData", "rules", "aggregationRule", "roleRef", "subjects"}
 
-// Outdated names the objects that exist with content (contentFields) other
-// than objs give them: an earlier version's, or edited since. Fields the
-// server fills in are not differences (equality.Semantic.DeepDerivative).
-func Outdated(ctx context.Context, env *engine.Env, objs []*unstructured.Unstructured) ([]string, error) {
-	var outdated []string
+// Compare reads each of objs: missing names those that do not exist,
+// outdated those that exist with content (contentFields) other than objs
+// give them: an earlier version's, or edited since. Fields the server fills
+// in are not differences (equality.Semantic.DeepDerivative).
+func Compare(ctx context.Context, env *engine.Env, objs []*unstructured.Unstructured) (missing, outdated []string, err error) {
 	for _, o := range objs {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(o.GroupVersionKind())
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), live)
 		if apierrors.IsNotFound(err) {
+			missing = append(missing, ObjectKey(o))
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, f := range contentFields {
 			if want, ok := o.Object[f]; ok && !equality.Semantic.DeepDerivative(want, live.Object[f]) {
@@ -137,5 +138,5 @@ func Outdated(ctx context.Context, env *engine.Env, objs []*unstructured.Unstruc
 			}
 		}
 	}
-	return outdated, nil
+	return missing, outdated, nil
 }

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
-// Outdated flags what install would write differently, and not what the
+// Compare flags what install would write differently, and not what the
 // server or another writer added beside it.
-func TestOutdated(t *testing.T) {
+func TestCompare(t *testing.T) {
 	meta := metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: "node-local-dns"}
 	corefile := func(c string, extra map[string]string) *corev1.ConfigMap {
 		data := map[string]string{"Corefile": c}
@@ -37,25 +37,26 @@ func TestOutdated(t *testing.T) {
 		ToUnstructured(binding(""), "rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
 	}
 	for _, tc := range []struct {
-		name string
-		live []client.Object
-		want []string
+		name    string
+		live    []client.Object
+		want    []string
+		missing int
 	}{
-		{"as installed", []client.Object{corefile(". {\n    kubernetes cluster.local\n}\n", nil), binding("")}, nil},
-		{"filled in beside ours", []client.Object{corefile(". {\n    kubernetes cluster.local\n}\n", map[string]string{"other": "x"}), binding("")}, nil},
-		{"an earlier version's Corefile", []client.Object{corefile(". {\n    forward . 10.96.0.10\n}\n", nil), binding("")}, []string{"ConfigMap kube-system/node-local-dns"}},
+		{"as installed", []client.Object{corefile(". {\n    kubernetes cluster.local\n}\n", nil), binding("")}, nil, 0},
+		{"filled in beside ours", []client.Object{corefile(". {\n    kubernetes cluster.local\n}\n", map[string]string{"other": "x"}), binding("")}, nil, 0},
+		{"an earlier version's Corefile", []client.Object{corefile(". {\n    forward . 10.96.0.10\n}\n", nil), binding("")}, []string{"ConfigMap kube-system/node-local-dns"}, 0},
 		{"another subject", []client.Object{corefile(". {\n    kubernetes cluster.local\n}\n", nil), func() client.Object {
 			b := binding("")
 			b.Subjects[0].Name = "raven-proxy-dns"
 			return b
-		}()}, []string{"ClusterRoleBinding yurtdns:node-local-dns"}},
-		{"missing is not outdated", nil, nil},
+		}()}, []string{"ClusterRoleBinding yurtdns:node-local-dns"}, 0},
+		{"missing is not outdated", nil, nil, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := &engine.Env{Client: fake.NewClientBuilder().WithObjects(tc.live...).Build()}
-			got, err := Outdated(context.Background(), env, desired)
-			if err != nil || !slices.Equal(got, tc.want) {
-				t.Errorf("Outdated = %q, %v; want %q", got, err, tc.want)
+			missing, got, err := Compare(context.Background(), env, desired)
+			if err != nil || !slices.Equal(got, tc.want) || len(missing) != tc.missing {
+				t.Errorf("Compare = missing %q, outdated %q, %v; want outdated %q, %d missing", missing, got, err, tc.want, tc.missing)
 			}
 		})
 	}

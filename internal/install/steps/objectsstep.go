@@ -63,17 +63,15 @@ func objectsStep(name string, objects func(context.Context, *engine.Env) ([]*uns
 			if err != nil {
 				return "", "", err
 			}
-			all, err := kube.ExistsAll(ctx, env, objs)
+			missing, outdated, err := kube.Compare(ctx, env, objs)
 			switch {
 			case err != nil:
 				return "", "", err
-			case all:
+			case len(missing) == 0 && len(outdated) == 0:
+				return engine.Applied, "", nil
+			case len(missing) == 0:
 				// install creates and never rewrites: an object from an
 				// earlier version stays as it was until revert deletes it.
-				outdated, err := kube.Outdated(ctx, env, objs)
-				if err != nil || len(outdated) == 0 {
-					return engine.Applied, "", err
-				}
 				return engine.Drifted, "not as this version installs: " + strings.Join(outdated, ", ") + " (run revert, then install, to replace)", nil
 			case ss.Applied:
 				return engine.Drifted, "objects install created are missing", nil
