@@ -16,11 +16,20 @@ LDFLAGS := -s -w -X github.com/yurtdns/yurtdns/internal/version.Version=$(VERSIO
 K8S_VERSION := v1.37.1
 COREDNS_VERSION := v1.15.0
 TOOLS_STAMP := $(K8S_BIN)/.built-$(shell cat hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go hack/tools/pause/main.go | sha256sum | cut -c1-16)
-K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
-	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=37 \
+# k8s_ldflags stamps a Kubernetes build with version $(1), minor $(2).
+k8s_ldflags = -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(p).gitVersion=$(1) -X $(p).gitMajor=1 -X $(p).gitMinor=$(2) \
 	-X $(p).gitCommit=0000000000000000000000000000000000000000 -X $(p).gitTreeState=clean \
 	-X $(p).buildDate=2026-01-01T00:00:00Z)
+K8S_LDFLAGS := $(call k8s_ldflags,$(K8S_VERSION),37)
 K8S_CMDS := kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl
+# The version the real cluster starts at before TestKubeadmUpgrade moves it to K8S_VERSION:
+# every binary a node runs but kubectl, from its own module (hack/tools/k8s-v1.36), in
+# bin/k8s/$(K8S_PREV_VERSION)/.
+K8S_PREV_VERSION := v1.36.3
+K8S_PREV_BIN := $(K8S_BIN)/$(K8S_PREV_VERSION)
+K8S_PREV_STAMP := $(K8S_PREV_BIN)/.built-$(shell cat hack/tools/k8s-v1.36/go.mod hack/tools/k8s-v1.36/go.sum | sha256sum | cut -c1-16)
+K8S_PREV_CMDS := kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm
 APT_GET := $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 FUZZTIME ?= 1m
 # Random fuzzing per target inside make test.
@@ -69,6 +78,16 @@ $(TOOLS_STAMP): hack/tools/go.mod hack/tools/go.sum hack/tools/etcd/main.go hack
 		$(addprefix k8s.io/kubernetes/cmd/,$(K8S_CMDS)) ./etcd ./pause
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X github.com/coredns/coredns/coremain.GitCommit=$(COREDNS_VERSION)' \
 		-o $(K8S_BIN)/coredns github.com/coredns/coredns
+	touch $@
+
+## k8s-prev: the Kubernetes v1.36.3 binaries (part of test-tools), cached like the others.
+.PHONY: k8s-prev
+k8s-prev test-tools: $(K8S_PREV_STAMP)
+$(K8S_PREV_STAMP): hack/tools/k8s-v1.36/go.mod hack/tools/k8s-v1.36/go.sum
+	@mkdir -p $(K8S_PREV_BIN)
+	rm -f $(K8S_PREV_BIN)/.built-*
+	cd hack/tools/k8s-v1.36 && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(call k8s_ldflags,$(K8S_PREV_VERSION),36)' \
+		-o ../../../$(K8S_PREV_BIN)/ $(addprefix k8s.io/kubernetes/cmd/,$(K8S_PREV_CMDS))
 	touch $@
 
 ## openyurt: OpenYurt v1.7.0's yurthub, yurt-manager, yurt-tunnel-server and yurt-tunnel-agent,
