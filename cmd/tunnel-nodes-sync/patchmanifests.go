@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/staticpod"
@@ -10,7 +11,7 @@ import (
 )
 
 func newPatchManifestsCommand() *cobra.Command {
-	var manifestsDir, backupDir, kubeconfig, nodeName string
+	var manifestsDir, backupDir, patchesDir, kubeconfig, nodeName string
 	var dryRun, revert, keepNodeLifecycle bool
 	var timeout time.Duration
 	var extraFlags map[string]string
@@ -18,11 +19,16 @@ func newPatchManifestsCommand() *cobra.Command {
 		Use:   "patch-manifests",
 		Short: "Edit the local kube-apiserver and kube-controller-manager static pod manifests",
 		Long: "Disables the node lifecycle controller in kube-controller-manager and makes kube-apiserver\n" +
-			"reach kubelets by host name through cluster DNS. Idempotent; originals are kept in --backup-dir.",
+			"reach kubelets by host name through cluster DNS. Idempotent; originals are kept in --backup-dir.\n" +
+			"Writes a kubeadm patch (kube-apiserver's dnsPolicy) into --kubeadm-patches-dir: give that directory\n" +
+			"to kubeadm upgrade (--patches) so that it renders the edit again.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			opts := staticpod.ManifestOptions{DryRun: dryRun, TestOnlyExtraFlags: extraFlags, KeepNodeLifecycle: keepNodeLifecycle}
+			if patchesDir == "" {
+				patchesDir = filepath.Join(filepath.Dir(filepath.Clean(manifestsDir)), "patches")
+			}
+			opts := staticpod.ManifestOptions{DryRun: dryRun, TestOnlyExtraFlags: extraFlags, KeepNodeLifecycle: keepNodeLifecycle, KubeadmPatchesDir: patchesDir}
 			if kubeconfig != "" && !dryRun {
 				c, err := newClient(kubeconfig)
 				if err != nil {
@@ -36,7 +42,11 @@ func newPatchManifestsCommand() *cobra.Command {
 					return err
 				}
 				for _, p := range restored {
-					fmt.Fprintf(out, "%s: restored from %s\n", p, staticpod.BackupPath(backupDir, p))
+					if filepath.Base(p) == staticpod.KubeadmPatchFile {
+						fmt.Fprintf(out, "%s: removed\n", p)
+						continue
+					}
+					fmt.Fprintf(out, "%s: restored\n", p)
 				}
 				for _, p := range kept {
 					fmt.Fprintf(out, "%s: changed since it was patched, left as it is\n", p)
@@ -53,6 +63,8 @@ func newPatchManifestsCommand() *cobra.Command {
 					fmt.Fprintf(out, "%s: already applied\n", c.Path)
 				case dryRun:
 					fmt.Fprint(out, c.Diff)
+				case filepath.Base(c.Path) == staticpod.KubeadmPatchFile:
+					fmt.Fprintf(out, "%s: written (give %s to kubeadm upgrade, init and join as --patches)\n", c.Path, patchesDir)
 				default:
 					line := fmt.Sprintf("%s: patched (original in %s)", c.Path, staticpod.BackupPath(backupDir, c.Path))
 					if c.Note != "" {
@@ -67,6 +79,7 @@ func newPatchManifestsCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&manifestsDir, "manifests-dir", "/etc/kubernetes/manifests", "Static pod manifests directory")
 	f.StringVar(&backupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where originals are kept; must be outside --manifests-dir, on the same filesystem")
+	f.StringVar(&patchesDir, "kubeadm-patches-dir", "", "Where install's kubeadm patch goes (kube-apiserver's dnsPolicy), for kubeadm upgrade/init/join --patches (default: patches beside --manifests-dir)")
 	f.BoolVar(&dryRun, "dry-run", false, "Print a unified diff of each change and write nothing")
 	f.BoolVar(&keepNodeLifecycle, "keep-nodelifecycle", false, "Leave kube-controller-manager as it is (OpenYurt v1.6 and later need no -nodelifecycle)")
 	f.BoolVar(&revert, "revert", false, "Restore the originals from --backup-dir where the manifests are still as patched")

@@ -19,6 +19,10 @@ import (
 type ManifestPatch struct {
 	Component string // the static pod's name; the file is Component.yaml
 	Patch     func([]byte) ([]byte, bool, error)
+	// Unpatch takes the edit out of a manifest rendered again since install
+	// (kubeadm upgrade, with install's flags from kubeadm-config and its
+	// kubeadm patch): each edited field as the original had it.
+	Unpatch func(manifest, orig []byte) ([]byte, bool, error)
 }
 
 // The control-plane components the step edits (their static pods' names).
@@ -30,8 +34,8 @@ const (
 // ControlPlanePatches are the manifest edits of the control-plane step, in
 // the order they are applied (each live before the next).
 var ControlPlanePatches = []ManifestPatch{
-	{Component: kubeControllerManager, Patch: patchControllerManager},
-	{Component: kubeAPIServer, Patch: patchAPIServer},
+	{Component: kubeControllerManager, Patch: patchControllerManager, Unpatch: unpatchControllerManager},
+	{Component: kubeAPIServer, Patch: patchAPIServer, Unpatch: unpatchAPIServer},
 }
 
 // ManifestChange is the outcome for one file.
@@ -55,6 +59,9 @@ type ManifestOptions struct {
 	// since OpenYurt v1.6 its node lifecycle controller may keep running
 	// (yurt-manager keeps the pods of autonomous nodes served).
 	KeepNodeLifecycle bool
+	// KubeadmPatchesDir, when set, gets install's kubeadm patch
+	// (KubeadmPatchFile), so that kubeadm renders dnsPolicy too.
+	KubeadmPatchesDir string
 }
 
 // patches are the edits PatchManifests makes under o.
@@ -68,7 +75,7 @@ func (o ManifestOptions) patches() []ManifestPatch {
 // PatchManifests edits the static pod manifests in manifestsDir. Every file
 // is read and patched in memory first: one unexpected manifest stops
 // everything before a byte is written. Then each changed file's original is
-// kept in backupDir (once: a later run never overwrites the first original),
+// kept in backupDir (a file already patched is not backed up again),
 // and the new content is written to a temp file in backupDir and renamed into
 // place, so the kubelet never sees a half-written manifest, and nothing but
 // the manifests themselves is ever inside manifestsDir (the kubelet runs
@@ -85,6 +92,17 @@ func PatchManifests(ctx context.Context, manifestsDir, backupDir string, o Manif
 	}
 	var plan []planned
 	var changes []ManifestChange
+	if o.KubeadmPatchesDir != "" {
+		// First: a manifest patched is never without the patch kubeadm
+		// needs to render it again so.
+		change, err := writeKubeadmPatch(o.KubeadmPatchesDir, o.DryRun)
+		if err != nil {
+			return nil, fmt.Errorf("writing the kubeadm patch: %w", err)
+		}
+		if change != nil {
+			changes = append(changes, *change)
+		}
+	}
 	for _, mp := range o.patches() {
 		path := filepath.Join(manifestsDir, mp.Component+".yaml")
 		old, err := os.ReadFile(path)
@@ -118,11 +136,12 @@ func PatchManifests(ctx context.Context, manifestsDir, backupDir string, o Manif
 		return nil, fmt.Errorf("creating backup directory: %w", err)
 	}
 	for _, p := range plan {
-		backup := BackupPath(backupDir, p.path)
-		if _, err := os.Stat(backup); errors.Is(err, fs.ErrNotExist) {
-			if err := writeAtomic(backupDir, backup, p.old, 0o600); err != nil {
-				return nil, fmt.Errorf("backing up %s: %w", p.path, err)
-			}
+		// The file as it is before this patch is its original: a manifest
+		// install patched is not patched again, so one that needs it was
+		// rendered again since (kubeadm upgrade), and an older backup would
+		// put back an older version on revert.
+		if err := writeAtomic(backupDir, BackupPath(backupDir, p.path), p.old, 0o600); err != nil {
+			return nil, fmt.Errorf("backing up %s: %w", p.path, err)
 		}
 		note, err := o.Kubelet.replace(ctx, p.component, backupDir, p.path, p.next, p.old, p.mode)
 		if err != nil {
@@ -166,10 +185,22 @@ func writeAtomic(tmpDir, path string, data []byte, mode fs.FileMode) error {
 }
 
 // RestoreManifests puts back each original kept in backupDir while the
-// manifest is still exactly what install wrote; a manifest changed since is
-// left alone and named in kept.
+// manifest is still exactly what install wrote. A manifest rendered again
+// since that still carries install's edits (kubeadm upgrade with them in
+// kubeadm-config and its patches) gets only those edits taken out, so a
+// newer version's manifest never goes back to the older original. One
+// changed since without install's edits is left alone and named in kept.
 // With o.Kubelet each restored component runs before the next file.
 func RestoreManifests(ctx context.Context, manifestsDir, backupDir string, o ManifestOptions) (restored, kept []string, err error) {
+	if o.KubeadmPatchesDir != "" {
+		removed, err := removeKubeadmPatch(o.KubeadmPatchesDir, o.DryRun)
+		if err != nil {
+			return nil, nil, fmt.Errorf("removing the kubeadm patch: %w", err)
+		}
+		if removed {
+			restored = append(restored, filepath.Join(o.KubeadmPatchesDir, KubeadmPatchFile))
+		}
+	}
 	for _, mp := range ControlPlanePatches {
 		path := filepath.Join(manifestsDir, mp.Component+".yaml")
 		orig, err := os.ReadFile(BackupPath(backupDir, path))
@@ -187,19 +218,29 @@ func RestoreManifests(ctx context.Context, manifestsDir, backupDir string, o Man
 		if err != nil {
 			return nil, nil, err
 		}
+		next := orig
 		switch {
 		case string(cur) == string(orig):
 			continue
 		case string(cur) != string(patched):
-			kept = append(kept, path)
-			continue
+			_, lacksEdits, err := mp.Patch(cur)
+			if err != nil {
+				return nil, nil, err
+			}
+			if lacksEdits {
+				kept = append(kept, path)
+				continue
+			}
+			if next, _, err = mp.Unpatch(cur, orig); err != nil {
+				return nil, nil, err
+			}
 		}
 		if !o.DryRun {
 			info, err := os.Stat(path)
 			if err != nil {
 				return nil, nil, err
 			}
-			if _, err := o.Kubelet.replace(ctx, mp.Component, backupDir, path, orig, nil, info.Mode().Perm()); err != nil {
+			if _, err := o.Kubelet.replace(ctx, mp.Component, backupDir, path, next, nil, info.Mode().Perm()); err != nil {
 				return nil, nil, fmt.Errorf("restoring %s: %w", path, err)
 			}
 		}

@@ -2,10 +2,14 @@ package staticpod
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // kubeadmDir copies the kubeadm fixtures into a fresh manifests directory.
@@ -136,5 +140,112 @@ func TestPatchManifestsKeepsNodeLifecycle(t *testing.T) {
 	after := dirFiles(t, dir)
 	if after["kube-controller-manager.yaml"] != before["kube-controller-manager.yaml"] || after["kube-apiserver.yaml"] == before["kube-apiserver.yaml"] {
 		t.Errorf("kube-controller-manager.yaml changed or kube-apiserver.yaml not patched")
+	}
+}
+
+// upgraded is a manifest as a newer kubeadm renders it: version moved on,
+// and with install's edits when kubeadm-config and the kubeadm patch carried
+// them.
+func upgraded(t *testing.T, mp ManifestPatch, withEdits bool) []byte {
+	t.Helper()
+	data := []byte(strings.ReplaceAll(string(readFixture(t, mp.Component+".yaml")), ":v1.37.1", ":v1.38.0"))
+	if withEdits {
+		var err error
+		if data, _, err = mp.Patch(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return data
+}
+
+// After a kubeadm upgrade, revert never puts an older version's original
+// back: a manifest kubeadm rendered with install's edits loses just those;
+// one rendered without them, then patched by install again, gets the
+// upgraded original back byte for byte.
+func TestRestoreAfterKubeadmUpgrade(t *testing.T) {
+	for _, withEdits := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rendered with install's edits %v", withEdits), func(t *testing.T) {
+			ctx := context.Background()
+			dir := kubeadmDir(t)
+			backups := filepath.Join(filepath.Dir(dir), "yurtdns-backup")
+			if _, err := PatchManifests(ctx, dir, backups, ManifestOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, mp := range ControlPlanePatches {
+				if err := os.WriteFile(filepath.Join(dir, mp.Component+".yaml"), upgraded(t, mp, withEdits), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !withEdits {
+				// The plain upgrade undid them: install applies them again.
+				if _, err := PatchManifests(ctx, dir, backups, ManifestOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			restored, kept, err := RestoreManifests(ctx, dir, backups, ManifestOptions{})
+			if err != nil || len(restored) != 2 || len(kept) != 0 {
+				t.Fatalf("restored %v kept %v: %v", restored, kept, err)
+			}
+			for _, mp := range ControlPlanePatches {
+				got, _ := os.ReadFile(filepath.Join(dir, mp.Component+".yaml"))
+				if want := upgraded(t, mp, false); string(got) != string(want) {
+					t.Errorf("%s after revert:\n%s\nwant\n%s", mp.Component, got, want)
+				}
+			}
+		})
+	}
+}
+
+// A manifest changed since install so that it lacks install's edits is
+// someone else's: revert leaves it and names it.
+func TestRestoreLeavesAManifestWithoutInstallsEdits(t *testing.T) {
+	ctx := context.Background()
+	dir := kubeadmDir(t)
+	backups := filepath.Join(filepath.Dir(dir), "yurtdns-backup")
+	if _, err := PatchManifests(ctx, dir, backups, ManifestOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	apiserver := ControlPlanePatches[1]
+	path := filepath.Join(dir, apiserver.Component+".yaml")
+	if err := os.WriteFile(path, upgraded(t, apiserver, false), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restored, kept, err := RestoreManifests(ctx, dir, backups, ManifestOptions{})
+	if err != nil || len(restored) != 1 || len(kept) != 1 || kept[0] != path {
+		t.Fatalf("restored %v kept %v: %v", restored, kept, err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != string(upgraded(t, apiserver, false)) {
+		t.Errorf("kube-apiserver.yaml was changed:\n%s", got)
+	}
+}
+
+// The kubeadm patch goes in with the manifests and out with them: kubeadm
+// given the directory renders dnsPolicy, and revert leaves no directory of ours.
+func TestKubeadmPatch(t *testing.T) {
+	ctx := context.Background()
+	dir := kubeadmDir(t)
+	patches := filepath.Join(t.TempDir(), "patches")
+	o := ManifestOptions{KubeadmPatchesDir: patches}
+	changes, err := PatchManifests(ctx, dir, filepath.Join(filepath.Dir(dir), "backup"), o)
+	if err != nil || len(changes) != 3 || !strings.Contains(changes[0].Diff, "+  dnsPolicy: ClusterFirstWithHostNet") {
+		t.Fatalf("%v %+v", err, changes)
+	}
+	data, err := os.ReadFile(filepath.Join(patches, KubeadmPatchFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patch corev1.Pod
+	if err := yaml.UnmarshalStrict(data, &patch); err != nil || patch.Spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+		t.Errorf("patch %q: %v", data, err)
+	}
+	if changes, _ := PatchManifests(ctx, dir, filepath.Join(filepath.Dir(dir), "backup"), o); len(changes) != 2 {
+		t.Errorf("second run: %+v", changes)
+	}
+	restored, _, err := RestoreManifests(ctx, dir, filepath.Join(filepath.Dir(dir), "backup"), o)
+	if err != nil || len(restored) != 3 {
+		t.Fatalf("restored %v: %v", restored, err)
+	}
+	if _, err := os.Stat(patches); !os.IsNotExist(err) {
+		t.Errorf("patches directory left: %v", err)
 	}
 }

@@ -111,11 +111,11 @@ func (p *staticPod) encode() ([]byte, error) {
 	return buf.Bytes(), enc.Close()
 }
 
-// controllersWithoutNodeLifecycle returns the --controllers value with the
+// ControllersWithoutNodeLifecycle returns the --controllers value with the
 // node lifecycle controller disabled: kept when it already is, "-nodelifecycle,*"
 // when the flag is absent, else "-nodelifecycle" first (an explicit
 // "nodelifecycle" is replaced).
-func controllersWithoutNodeLifecycle(value string, present bool) string {
+func ControllersWithoutNodeLifecycle(value string, present bool) string {
 	if !present || value == "" {
 		return DisableNodeLifecycle + ",*"
 	}
@@ -135,7 +135,7 @@ func patchControllerManager(manifest []byte) (out []byte, changed bool, err erro
 		return nil, false, fmt.Errorf("kube-controller-manager manifest: %w", err)
 	}
 	value, i := p.flag("controllers")
-	if !p.setFlag("controllers", controllersWithoutNodeLifecycle(value, i >= 0)) {
+	if !p.setFlag("controllers", ControllersWithoutNodeLifecycle(value, i >= 0)) {
 		return manifest, false, nil
 	}
 	out, err = p.encode()
@@ -151,6 +151,68 @@ func addFlag(manifest []byte, component, flag string) ([]byte, error) {
 	}
 	p.command.Content = append(p.command.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: flag})
 	return p.encode()
+}
+
+// unsetFlag puts --name back to orig's value, or removes it where orig had
+// none; it reports whether anything changed.
+func (p *staticPod) unsetFlag(name string, orig *staticPod) bool {
+	if value, i := orig.flag(name); i >= 0 {
+		return p.setFlag(name, value)
+	}
+	_, i := p.flag(name)
+	if i < 0 {
+		return false
+	}
+	p.command.Content = slices.Delete(p.command.Content, i, i+1)
+	return true
+}
+
+// unpatchControllerManager takes install's edit out of a
+// kube-controller-manager manifest rendered since install (kubeadm
+// upgrade): --controllers as orig, the original, had it.
+func unpatchControllerManager(manifest, orig []byte) ([]byte, bool, error) {
+	return unpatch(manifest, orig, kubeControllerManager, func(p, o *staticPod) bool { return p.unsetFlag("controllers", o) })
+}
+
+// unpatchAPIServer takes install's edits out of a kube-apiserver manifest
+// rendered since install: the address types flag and dnsPolicy as orig had
+// them.
+func unpatchAPIServer(manifest, orig []byte) ([]byte, bool, error) {
+	return unpatch(manifest, orig, kubeAPIServer, func(p, o *staticPod) bool {
+		changed := p.unsetFlag("kubelet-preferred-address-types", o)
+		was := textedit.MapValue(o.spec, "dnsPolicy")
+		for i := 0; i+1 < len(p.spec.Content); i += 2 {
+			if p.spec.Content[i].Value != "dnsPolicy" {
+				continue
+			}
+			switch {
+			case was == nil:
+				p.spec.Content = slices.Delete(p.spec.Content, i, i+2)
+				changed = true
+			case p.spec.Content[i+1].Value != was.Value:
+				p.spec.Content[i+1].Value = was.Value
+				changed = true
+			}
+			break
+		}
+		return changed
+	})
+}
+
+func unpatch(manifest, orig []byte, component string, undo func(p, orig *staticPod) bool) ([]byte, bool, error) {
+	p, err := parseStaticPod(manifest, component)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s manifest: %w", component, err)
+	}
+	o, err := parseStaticPod(orig, component)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s original: %w", component, err)
+	}
+	if !undo(p, o) {
+		return manifest, false, nil
+	}
+	out, err := p.encode()
+	return out, true, err
 }
 
 // patchAPIServer makes a kube-apiserver manifest reach kubelets by host name

@@ -73,7 +73,7 @@ func TestControllersValue(t *testing.T) {
 		{"*,-nodelifecycle", true, "*,-nodelifecycle"},
 		{"*,nodelifecycle", true, "-nodelifecycle,*"},
 	} {
-		if got := controllersWithoutNodeLifecycle(tc.value, tc.present); got != tc.want {
+		if got := ControllersWithoutNodeLifecycle(tc.value, tc.present); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.value, got, tc.want)
 		}
 	}

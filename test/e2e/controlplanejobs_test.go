@@ -90,7 +90,7 @@ func TestControlPlaneJobs(t *testing.T) {
 		c := spec.Containers[0]
 		pinned = append(pinned, spec.NodeName)
 		if c.Image != "tunnel-nodes-sync:test" ||
-			strings.Join(c.Args, " ") != "patch-manifests --manifests-dir /host/etc/kubernetes/manifests --backup-dir /host/etc/kubernetes/yurtdns-backup "+
+			strings.Join(c.Args, " ") != "patch-manifests --manifests-dir /host/etc/kubernetes/manifests --backup-dir /host/etc/kubernetes/yurtdns-backup --kubeadm-patches-dir /host/etc/kubernetes/patches "+
 				"--kubeconfig /host/etc/kubernetes/admin.conf --node-name "+spec.NodeName+" --timeout 20s" {
 			t.Errorf("job %s container: %s %v", j.Name, c.Image, c.Args)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/yurtdns/yurtdns/internal/staticpod"
 	"github.com/yurtdns/yurtdns/test/harness"
 )
 
@@ -40,8 +41,12 @@ func TestPatchManifestsCommand(t *testing.T) {
 		!strings.Contains(out, "+    - --kubelet-preferred-address-types=Hostname,InternalIP,ExternalIP") {
 		t.Errorf("dry run diff:\n%s", out)
 	}
-	if out := run(); strings.Count(out, ": patched") != 2 {
+	patch := filepath.Join(root, "patches", staticpod.KubeadmPatchFile)
+	if out := run(); strings.Count(out, ": patched") != 2 || !strings.Contains(out, patch+": written") {
 		t.Errorf("apply:\n%s", out)
+	}
+	if data, err := os.ReadFile(patch); err != nil || !strings.Contains(string(data), "dnsPolicy: ClusterFirstWithHostNet") {
+		t.Errorf("the kubeadm patch beside the manifests directory: %v %q", err, data)
 	}
 	if out := run(); strings.Count(out, ": already applied") != 2 {
 		t.Errorf("second apply:\n%s", out)

@@ -21,6 +21,9 @@ type Options struct {
 	// the control-plane step unless ControlPlaneJobs is set.
 	ManifestsDir string
 	BackupDir    string
+	// KubeadmPatchesDir gets install's kubeadm patch (kube-apiserver's
+	// dnsPolicy); empty: "patches" beside the manifests directory.
+	KubeadmPatchesDir string
 	// ControlPlaneJobs runs patch-manifests in a Job on each control-plane node.
 	ControlPlaneJobs bool
 	// NodeName is the node whose kubelet runs ManifestsDir: install waits

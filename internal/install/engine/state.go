@@ -55,6 +55,8 @@ type Record struct {
 type ManifestsRecord struct {
 	Dir       string `json:"dir"`
 	BackupDir string `json:"backupDir"`
+	// KubeadmPatchesDir holds install's kubeadm patch.
+	KubeadmPatchesDir string `json:"kubeadmPatchesDir,omitempty"`
 }
 
 // JobsRecord is what the control-plane step's patch Jobs ran on.
@@ -62,6 +64,8 @@ type JobsRecord struct {
 	Nodes []string `json:"nodes"`
 	// Image is the image they ran: one the cluster has, for the restore Jobs.
 	Image string `json:"image,omitempty"`
+	// KubeadmPatchesDir is where they put install's kubeadm patch, on each node.
+	KubeadmPatchesDir string `json:"kubeadmPatchesDir,omitempty"`
 }
 
 // The keys of the control-plane step's records.

@@ -20,6 +20,12 @@ type FieldEdit struct {
 	// set writes value; exists false removes it.
 	Set     func(ctx context.Context, env *engine.Env, value string, exists bool) error
 	Desired func(env *engine.Env, current string, exists bool) (string, error)
+	// Undo, when set, takes install's change out of a value that changed
+	// since install wrote it (kubeadm upgrade re-marshals what it uploads
+	// again): the value as it is now, with what install set put back as
+	// rec.Before had it. Revert then restores structurally, not only byte
+	// for byte.
+	Undo func(env *engine.Env, current string, rec engine.Record) (string, error)
 }
 
 // revertOutcome is what FieldEdit.Revert found, and so did.
@@ -58,8 +64,17 @@ func (f FieldEdit) Install(ctx context.Context, env *engine.Env, ss *engine.Step
 		return true, diff, nil
 	}
 	rec, had := ss.Records[f.Key]
-	if !had {
+	switch {
+	case !had:
 		rec = engine.Record{Before: cur, BeforeAbsent: !exists}
+	case f.Undo != nil && exists && cur != rec.After && cur != rec.Before:
+		// Changed since the first install (an upgrade rendered it anew): what
+		// revert restores is the value now, without install's change, never
+		// an older version's.
+		if rec.Before, err = f.Undo(env, cur, rec); err != nil {
+			return false, "", err
+		}
+		rec.BeforeAbsent = false
 	}
 	rec.After, rec.Restoring = next, false // a revert it follows is over
 	ss.Records[f.Key] = rec
@@ -84,18 +99,28 @@ func (f FieldEdit) Revert(ctx context.Context, env *engine.Env, ss *engine.StepS
 	if exists == !rec.BeforeAbsent && cur == rec.Before {
 		return StillOriginal, "", nil
 	}
+	next, nextExists := rec.Before, !rec.BeforeAbsent
 	if !exists || cur != rec.After {
-		return ChangedSince, "", nil
+		if f.Undo == nil || !exists {
+			return ChangedSince, "", nil
+		}
+		if next, err = f.Undo(env, cur, rec); err != nil {
+			return notRecorded, "", err
+		}
+		if next == cur {
+			return ChangedSince, "", nil
+		}
+		nextExists = true
 	}
 	if env.Options.DryRun {
-		return Restored, textedit.UnifiedDiff(f.Key, []byte(cur), []byte(rec.Before)), nil
+		return Restored, textedit.UnifiedDiff(f.Key, []byte(cur), []byte(next)), nil
 	}
 	rec.Restoring = true
 	ss.Records[f.Key] = rec
 	if err := ss.Persist(ctx); err != nil {
 		return notRecorded, "", err
 	}
-	return Restored, "", f.Set(ctx, env, rec.Before, !rec.BeforeAbsent)
+	return Restored, "", f.Set(ctx, env, next, nextExists)
 }
 
 // LeftAsIs is the summary of a revert that found the value changed since install.

@@ -23,6 +23,16 @@ import (
 // DeleteFailedJob deletes a Job that a failed install or revert left, so
 // that running it again is the retry (the Jobs themselves never retry).
 func DeleteFailedJob(ctx context.Context, env *engine.Env, name string) error {
+	return deleteJobIf(ctx, env, name, false)
+}
+
+// DeleteFinishedJob deletes a Job that failed or completed, so that it runs
+// anew: a manifest Job whose work a kubeadm upgrade undid since.
+func DeleteFinishedJob(ctx context.Context, env *engine.Env, name string) error {
+	return deleteJobIf(ctx, env, name, true)
+}
+
+func deleteJobIf(ctx context.Context, env *engine.Env, name string, complete bool) error {
 	var job batchv1.Job
 	err := env.Client.Get(ctx, Key(name), &job)
 	if apierrors.IsNotFound(err) {
@@ -31,13 +41,14 @@ func DeleteFailedJob(ctx context.Context, env *engine.Env, name string) error {
 	if err != nil {
 		return err
 	}
-	if why, err := JobFailure(ctx, env, &job); err != nil || why == "" {
+	why, err := JobFailure(ctx, env, &job)
+	if err != nil || (why == "" && !(complete && JobCondition(&job, batchv1.JobComplete))) {
 		return err
 	}
 	if err := env.Client.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting the failed Job %s: %w", name, err)
+		return fmt.Errorf("deleting the finished Job %s: %w", name, err)
 	}
-	return kubewait.For(ctx, env.Options.Timeout, "failed Job "+name+" not gone", func(ctx context.Context) (bool, string, error) {
+	return kubewait.For(ctx, env.Options.Timeout, "finished Job "+name+" not gone", func(ctx context.Context) (bool, string, error) {
 		err := env.Client.Get(ctx, Key(name), &batchv1.Job{})
 		return apierrors.IsNotFound(err), "", client.IgnoreNotFound(err)
 	})

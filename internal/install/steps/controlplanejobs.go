@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -29,11 +30,12 @@ const (
 
 // manifestJob runs `patch-manifests` (or its revert) on one node with the
 // host's /etc/kubernetes mounted.
-func manifestJob(node, action, image string, keepNodeLifecycle bool, o engine.Options) *batchv1.Job {
+func manifestJob(node, action, image, patchesDir string, keepNodeLifecycle bool, o engine.Options) *batchv1.Job {
 	// The Job waits for its node's kubelet to run each manifest, reading the
 	// mirror pods with the node's admin kubeconfig (it has the host's
 	// /etc/kubernetes anyway), and rolls back a patch that does not come up.
 	args := []string{"patch-manifests", "--manifests-dir", jobMount + "/manifests", "--backup-dir", jobMount + "/yurtdns-backup",
+		"--kubeadm-patches-dir", jobMount + strings.TrimPrefix(patchesDir, hostKubernetesDir),
 		"--kubeconfig", jobMount + "/admin.conf", "--node-name", node, "--timeout", o.Timeout.String()}
 	switch {
 	case action == "restore":
@@ -62,19 +64,24 @@ func runManifestJobs(ctx context.Context, env *engine.Env, ss *engine.StepState,
 	if err != nil {
 		return engine.Result{}, err
 	}
+	patchesDir, err := jobPatchesDir(env, ss, action)
+	if err != nil {
+		return engine.Result{}, err
+	}
 	if !env.Options.DryRun {
 		switch action {
 		case "patch":
 			// Saved before any Job exists, so a revert after an interruption
-			// here knows Jobs may have patched the manifests, and with what image.
-			ss.Records[engine.JobsRecordKey] = engine.Record{Jobs: &engine.JobsRecord{Nodes: nodes, Image: image}}
+			// here knows Jobs may have patched the manifests, and with what
+			// image, and where the kubeadm patch went.
+			ss.Records[engine.JobsRecordKey] = engine.Record{Jobs: &engine.JobsRecord{Nodes: nodes, Image: image, KubeadmPatchesDir: patchesDir}}
 			if err := ss.Persist(ctx); err != nil {
 				return engine.Result{}, err
 			}
 		case "restore":
 			// A patch Job still running after an interrupted install would
 			// patch again after its restore Job: let it finish first.
-			if err := waitRecordedPatchJobs(ctx, env, ss, nodes, image); err != nil {
+			if err := waitRecordedPatchJobs(ctx, env, ss, nodes, image, patchesDir); err != nil {
 				return engine.Result{}, err
 			}
 		}
@@ -82,9 +89,11 @@ func runManifestJobs(ctx context.Context, env *engine.Env, ss *engine.StepState,
 	var res engine.Result
 	var jobs []*unstructured.Unstructured
 	for _, n := range nodes {
-		job := kube.ToUnstructured(manifestJob(n, action, image, keepNodeLifecycle, env.Options), "batch/v1", "Job")
+		job := kube.ToUnstructured(manifestJob(n, action, image, patchesDir, keepNodeLifecycle, env.Options), "batch/v1", "Job")
 		if !env.Options.DryRun {
-			if err := kube.DeleteFailedJob(ctx, env, job.GetName()); err != nil {
+			// One that ran before (failed, or done before a kubeadm upgrade
+			// undid its work) runs anew.
+			if err := kube.DeleteFinishedJob(ctx, env, job.GetName()); err != nil {
 				return engine.Result{}, err
 			}
 		}
@@ -136,11 +145,25 @@ func jobImage(env *engine.Env, ss *engine.StepState, action string) (string, err
 	return kube.SyncImage(env)
 }
 
+// jobPatchesDir is the host directory the Jobs put install's kubeadm patch
+// in: for restore, the one install's Jobs used; it must lie under the
+// /etc/kubernetes they mount.
+func jobPatchesDir(env *engine.Env, ss *engine.StepState, action string) (string, error) {
+	if jobs := ss.Records[engine.JobsRecordKey].Jobs; jobs != nil && jobs.KubeadmPatchesDir != "" && action == "restore" {
+		return jobs.KubeadmPatchesDir, nil
+	}
+	dir := filepath.Clean(kubeadmPatchesDir(env.Options.KubeadmPatchesDir, hostKubernetesDir+"/manifests"))
+	if !strings.HasPrefix(dir, hostKubernetesDir+"/") {
+		return "", fmt.Errorf("--kubeadm-patches-dir %s: with --control-plane-jobs it must lie under %s, which the Jobs mount", dir, hostKubernetesDir)
+	}
+	return dir, nil
+}
+
 // waitRecordedPatchJobs waits for the patch Jobs install created (and
 // recorded) that still exist.
-func waitRecordedPatchJobs(ctx context.Context, env *engine.Env, ss *engine.StepState, nodes []string, image string) error {
+func waitRecordedPatchJobs(ctx context.Context, env *engine.Env, ss *engine.StepState, nodes []string, image, patchesDir string) error {
 	for _, n := range nodes {
-		job := kube.ToUnstructured(manifestJob(n, "patch", image, false, env.Options), "batch/v1", "Job")
+		job := kube.ToUnstructured(manifestJob(n, "patch", image, patchesDir, false, env.Options), "batch/v1", "Job")
 		if rec, ok := ss.Records[kube.ObjectKey(job)]; !ok || !rec.Created {
 			continue
 		}

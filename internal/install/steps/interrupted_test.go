@@ -218,14 +218,14 @@ func TestControlPlaneJobsRevertWaitsForPatchJobs(t *testing.T) {
 	ctx := context.Background()
 	const image = "example/tunnel-nodes-sync:test"
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-1", Labels: map[string]string{"node-role.kubernetes.io/control-plane": ""}}}
-	patch := manifestJob("master-1", "patch", image, false, engine.Options{})
+	patch := manifestJob("master-1", "patch", image, "/etc/kubernetes/patches", false, engine.Options{})
 	c := fake.NewClientBuilder().WithObjects(node, patch).WithStatusSubresource(&batchv1.Job{}).Build()
 	env := &engine.Env{Client: c, Options: engine.Options{Timeout: 300 * time.Millisecond, ControlPlaneJobs: true, SyncImage: image}}
 	ss := newStepState()
 	ss.Records[engine.JobsRecordKey] = engine.Record{Jobs: &engine.JobsRecord{Nodes: []string{"master-1"}}}
 	ss.Records[kube.ObjectKey(kube.ToUnstructured(patch, "batch/v1", "Job"))] = engine.Record{Created: true}
 	step := controlPlaneStep()
-	restoreName := manifestJob("master-1", "restore", image, false, engine.Options{}).Name
+	restoreName := manifestJob("master-1", "restore", image, "/etc/kubernetes/patches", false, engine.Options{}).Name
 
 	if _, err := step.Revert(ctx, env, ss); err == nil || !strings.Contains(err.Error(), "patch Job "+patch.Name) {
 		t.Fatalf("revert with the patch Job running: %v; want it to wait for it and fail", err)

@@ -413,7 +413,8 @@ func refuseWhileResolvingThere(ctx context.Context, env *engine.Env, ss *engine.
 	var left []string
 	for _, p := range pods.Items {
 		r := ss.Records[kubeletRecordKey(p.Spec.NodeName)].Kubelet
-		if r == nil || r.Since == nil || !usesClusterDNS(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if r == nil || r.Since == nil || !usesClusterDNS(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed ||
+			revertRestartsIt(&p) {
 			continue
 		}
 		// Its sandbox made after the switch began, before the restore was
@@ -431,6 +432,16 @@ func refuseWhileResolvingThere(ctx context.Context, env *engine.Env, ss *engine.
 	return fmt.Errorf("%d pods were started while their node's kubelet gave them %s as their DNS server (%s): they would lose DNS once the caches go. "+
 		"The kubelets are back on their original clusterDNS: restart those pods (kubectl rollout restart, or delete them), then run revert again",
 		len(left), nodelocal.Address, strings.Join(shown, ", "))
+}
+
+// revertRestartsIt: kube-apiserver's static pod, which a kubeadm upgrade
+// under node-local DNS makes anew, resolves cluster names only for the
+// control-plane step (node names), whose revert, later in the same run,
+// gives it its original dnsPolicy and so a new resolv.conf. An operator
+// cannot restart a static pod by deleting it, so it must not block revert.
+func revertRestartsIt(p *corev1.Pod) bool {
+	_, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]
+	return mirror && p.Labels["component"] == "kube-apiserver"
 }
 
 // sandboxMade is when the kubelet last wrote the pod's resolv.conf: when it
@@ -491,6 +502,20 @@ func kubeletConfigMapEdit(ctx context.Context, env *engine.Env, ss *engine.StepS
 		next, _, err := nodelocal.SetClusterDNS([]byte(current), []string{nodelocal.Address.String()})
 		return string(next), err
 	})
+	// kubeadm upgrade keeps clusterDNS but writes the rest anew: revert
+	// still puts the original clusterDNS back.
+	edit.Undo = func(_ *engine.Env, current string, rec engine.Record) (string, error) {
+		now, err := nodelocal.ParseKubeletConfig([]byte(current))
+		if err != nil || !slices.Equal(now.ClusterDNS, []string{nodelocal.Address.String()}) {
+			return current, err
+		}
+		was, err := nodelocal.ParseKubeletConfig([]byte(rec.Before))
+		if err != nil {
+			return current, fmt.Errorf("the recorded kubelet configuration: %w", err)
+		}
+		next, _, err := nodelocal.SetClusterDNS([]byte(current), was.ClusterDNS)
+		return string(next), err
+	}
 	if !install {
 		outcome, diff, err := edit.Revert(ctx, env, ss)
 		switch {

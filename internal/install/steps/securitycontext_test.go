@@ -227,7 +227,7 @@ func TestLeastPrivilegeSecurityContext(t *testing.T) {
 	}
 	var jobs []nodeJob
 	for _, action := range []string{"patch", "restore"} {
-		jobs = append(jobs, nodeJob{job: manifestJob("master-1", action, "yurtdns/tunnel-nodes-sync:latest", false, engine.Options{}), hostPath: hostKubernetesDir})
+		jobs = append(jobs, nodeJob{job: manifestJob("master-1", action, "yurtdns/tunnel-nodes-sync:latest", "/etc/kubernetes/patches", false, engine.Options{}), hostPath: hostKubernetesDir})
 	}
 	for _, a := range []nodeLocalAction{switchKubelet, restoreKubelet} {
 		jobs = append(jobs, nodeJob{job: kubeletJob("worker-1", a, "yurtdns/tunnel-nodes-sync:latest", engine.Options{}),
