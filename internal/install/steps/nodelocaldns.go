@@ -502,20 +502,7 @@ func kubeletConfigMapEdit(ctx context.Context, env *engine.Env, ss *engine.StepS
 		next, _, err := nodelocal.SetClusterDNS([]byte(current), []string{nodelocal.Address.String()})
 		return string(next), err
 	})
-	// kubeadm upgrade keeps clusterDNS but writes the rest anew: revert
-	// still puts the original clusterDNS back.
-	edit.Undo = func(_ *engine.Env, current string, rec engine.Record) (string, error) {
-		now, err := nodelocal.ParseKubeletConfig([]byte(current))
-		if err != nil || !slices.Equal(now.ClusterDNS, []string{nodelocal.Address.String()}) {
-			return current, err
-		}
-		was, err := nodelocal.ParseKubeletConfig([]byte(rec.Before))
-		if err != nil {
-			return current, fmt.Errorf("the recorded kubelet configuration: %w", err)
-		}
-		next, _, err := nodelocal.SetClusterDNS([]byte(current), was.ClusterDNS)
-		return string(next), err
-	}
+	edit.Undo = kubeletConfigUndo
 	if !install {
 		outcome, diff, err := edit.Revert(ctx, env, ss)
 		switch {
@@ -536,6 +523,22 @@ func kubeletConfigMapEdit(ctx context.Context, env *engine.Env, ss *engine.StepS
 		return "", "", err
 	}
 	return edit.Key + " clusterDNS " + nodelocal.Address.String(), diff, nil
+}
+
+// kubeletConfigUndo: kubeadm upgrade keeps clusterDNS in kubelet-config but
+// writes the rest anew, so revert puts the original clusterDNS back into the
+// text as it is now.
+func kubeletConfigUndo(_ *engine.Env, current string, rec engine.Record) (string, error) {
+	now, err := nodelocal.ParseKubeletConfig([]byte(current))
+	if err != nil || !slices.Equal(now.ClusterDNS, []string{nodelocal.Address.String()}) {
+		return current, err
+	}
+	was, err := nodelocal.ParseKubeletConfig([]byte(rec.Before))
+	if err != nil {
+		return current, fmt.Errorf("the recorded kubelet configuration: %w", err)
+	}
+	next, _, err := nodelocal.SetClusterDNS([]byte(current), was.ClusterDNS)
+	return string(next), err
 }
 
 // nodeLocalStatus says, per node, what its kubelet runs with and whether
