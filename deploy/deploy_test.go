@@ -18,6 +18,21 @@ func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Un
 	return nil
 }
 
+// namedGrants are a Role's grants by name: "resource/name" → its verbs.
+func namedGrants(role *unstructured.Unstructured) map[string]string {
+	named := map[string]string{}
+	for _, r := range role.Object["rules"].([]any) {
+		rule := r.(map[string]any)
+		names, _, _ := unstructured.NestedStringSlice(rule, "resourceNames")
+		verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
+		resources, _, _ := unstructured.NestedStringSlice(rule, "resources")
+		for _, n := range names {
+			named[resources[0]+"/"+n] = strings.Join(verbs, ",")
+		}
+	}
+	return named
+}
+
 func TestRenderTunnelNodesSync(t *testing.T) {
 	objs, err := Render(TunnelNodesSync)
 	if err != nil {
@@ -44,6 +59,20 @@ func TestRenderTunnelNodesSync(t *testing.T) {
 		t.Errorf("rendered %d objects, want 6", len(objs))
 	}
 
+	// Names the sync reads and writes, and with which verbs: kube-dns only
+	// patched (its topology annotation), never updated.
+	named := namedGrants(find(objs, "Role", "yurtdns:tunnel-nodes-sync"))
+	want := map[string]string{
+		"configmaps/yurt-tunnel-nodes":          "get,list,watch,update",
+		"configmaps/yurt-tunnel-server-cfg":     "get,list,watch",
+		"services/x-tunnel-server-internal-svc": "get,list,watch,update",
+		"services/kube-dns":                     "get,list,watch,patch",
+		"leases/tunnel-nodes-sync":              "get,update",
+	}
+	if !maps.Equal(named, want) {
+		t.Errorf("named grants %v\nwant %v", named, want)
+	}
+
 	d := find(objs, "Deployment", "tunnel-nodes-sync")
 	replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
 	nonRoot, _, _ := unstructured.NestedBool(d.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot")
@@ -52,6 +81,9 @@ func TestRenderTunnelNodesSync(t *testing.T) {
 		t.Fatalf("deployment: replicas %d, runAsNonRoot %v, %d containers", replicas, nonRoot, len(containers))
 	}
 	c := containers[0].(map[string]any)
+	if args, _, _ := unstructured.NestedStringSlice(c, "args"); !slices.Contains(args, "--kube-dns-topology=openyurt.io/nodepool") {
+		t.Errorf("args %v do not keep kube-dns's topology annotation", args)
+	}
 	readOnly, _, _ := unstructured.NestedBool(c, "securityContext", "readOnlyRootFilesystem")
 	drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop")
 	if !readOnly || len(drop) != 1 || drop[0] != "ALL" {
@@ -142,16 +174,10 @@ func TestRenderRaven(t *testing.T) {
 	if !slices.Contains(args, "--profile=raven") {
 		t.Errorf("args %v lack --profile=raven", args)
 	}
-	named := map[string]string{}
-	for _, r := range find(objs, "Role", "yurtdns:tunnel-nodes-sync").Object["rules"].([]any) {
-		rule := r.(map[string]any)
-		names, _, _ := unstructured.NestedStringSlice(rule, "resourceNames")
-		verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
-		resources, _, _ := unstructured.NestedStringSlice(rule, "resources")
-		for _, n := range names {
-			named[resources[0]+"/"+n] = strings.Join(verbs, ",")
-		}
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--kube-dns-topology") }) {
+		t.Errorf("args %v keep kube-dns's annotation: Raven's layout does not set it", args)
 	}
+	named := namedGrants(find(objs, "Role", "yurtdns:tunnel-nodes-sync"))
 	want := map[string]string{
 		"configmaps/edge-tunnel-nodes":        "get,list,watch,update",
 		"configmaps/raven-cfg":                "get,list,watch",

@@ -33,6 +33,7 @@ type runOptions struct {
 	debounce         time.Duration
 	shardsNamespace  string
 	singleConfigMap  bool
+	kubeDNSTopology  string
 }
 
 func newRunCommand() *cobra.Command {
@@ -60,7 +61,7 @@ func newRunCommand() *cobra.Command {
 			ctrl.Log.Info("Starting tunnel-nodes-sync", "namespace", cfg.Namespace, "configmap", cfg.ConfigMap,
 				"shardsNamespace", cfg.ShardsNamespace, "singleConfigMap", !cfg.SkipSingleConfigMap,
 				"service", cfg.Service, "serverConfig", cfg.ServerConfig, "rulesConfig", cfg.RulesConfig, "edgeNodeSelector", cfg.EdgeNodeSelector.String(),
-				"debounce", cfg.Debounce, "leaderElect", o.manager.LeaderElect)
+				"debounce", cfg.Debounce, "kubeDNSTopology", cfg.KubeDNSTopology, "leaderElect", o.manager.LeaderElect)
 			return mgr.Start(ctrl.SetupSignalHandler())
 		},
 	}
@@ -91,6 +92,7 @@ func newRunCommand() *cobra.Command {
 	// apiserver (BenchmarkFleet100k), and a set is written once.
 	f.Float32Var(&o.manager.QPS, "kube-api-qps", 500, "Requests per second to the apiserver (a new shard set is up to 4,096 writes)")
 	f.IntVar(&o.manager.Burst, "kube-api-burst", 1000, "Burst of requests to the apiserver")
+	f.StringVar(&o.kubeDNSTopology, "kube-dns-topology", "", "Keep "+tunnelnodes.TopologyKeysAnnotation+": VALUE on Service "+tunnelnodes.KubeDNSService+" in --namespace, patching it back when another writer (kubeadm upgrade's CoreDNS addon) drops or changes it; empty: off")
 	f.DurationVar(&o.debounce, "debounce", 50*time.Millisecond, "Least time between two syncs: a change after a quiet period is written at once; changes within this time of a sync wait for its end and are written together")
 	return cmd
 }
@@ -121,7 +123,7 @@ func (o *runOptions) config(flags *pflag.FlagSet) (tunnelsync.Config, error) {
 		Namespace: o.namespace, ConfigMap: o.configMap, ConfigMapKey: o.configMapKey, Service: o.service,
 		ServerConfig: o.serverConfig, Layout: l, RulesConfig: o.ravenConfig, EdgeNodeSelector: selector,
 		HTTPSTargetPort: o.httpsTargetPort, HTTPTargetPort: o.httpTargetPort, Debounce: o.debounce,
-		ShardsNamespace: o.shardsNamespace, SkipSingleConfigMap: !o.singleConfigMap,
+		ShardsNamespace: o.shardsNamespace, SkipSingleConfigMap: !o.singleConfigMap, KubeDNSTopology: o.kubeDNSTopology,
 	}
 	return cfg, cfg.Validate()
 }

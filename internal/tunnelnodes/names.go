@@ -26,6 +26,12 @@ const (
 	// CoreDNSName is kubeadm's CoreDNS Deployment, ConfigMap and
 	// ServiceAccount.
 	CoreDNSName = "coredns"
+	// KubeDNSService is kubeadm's cluster DNS Service.
+	KubeDNSService = "kube-dns"
+	// TopologyKeysAnnotation on a Service makes OpenYurt's yurthub serve it
+	// within the topology its value names (openyurt.io/nodepool: the node's
+	// pool).
+	TopologyKeysAnnotation = "openyurt.io/topologyKeys"
 
 	// LeaderElectionID is the sync's leader Lease in Namespace (its
 	// --leader-election-id default); revert deletes it.

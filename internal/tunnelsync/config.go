@@ -39,6 +39,11 @@ type Config struct {
 	// a quiet period is written at once; changes within Debounce of a sync's
 	// start wait until it has passed and are written together.
 	Debounce time.Duration
+	// KubeDNSTopology, when set, is kept as the value of the kube-dns
+	// Service's topology annotation (tunnelnodes.TopologyKeysAnnotation) in
+	// Namespace: kubeadm upgrade updates kube-dns from its template, which
+	// drops it.
+	KubeDNSTopology string
 }
 
 // DefaultEdgeNodeSelector selects OpenYurt edge nodes.

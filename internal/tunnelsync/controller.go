@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -58,20 +57,8 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		if c.name == "" {
 			continue
 		}
-		// A cache of its own: one informer cannot field-select two
-		// ConfigMaps, and RBAC grants list/watch on each one only by its name.
-		named, err := cache.New(mgr.GetConfig(), cache.Options{
-			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-			DefaultTransform:  cache.TransformStripManagedFields(),
-			DefaultNamespaces: map[string]cache.Config{r.cfg.Namespace: {}},
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.ConfigMap{}: {Field: byName(c.name)},
-			},
-		})
+		named, err := namedCache(mgr, r.cfg.Namespace, &corev1.ConfigMap{}, c.name)
 		if err != nil {
-			return err
-		}
-		if err := mgr.Add(named); err != nil {
 			return err
 		}
 		*c.reader = named

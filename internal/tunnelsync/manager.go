@@ -73,7 +73,8 @@ func UserAgent() string { return "tunnel-nodes-sync/" + version.Version }
 // what the sync reads: the one Service and the one records ConfigMap, each
 // field-selected by name, and the shards, label-selected in their
 // namespace; and sets the sync controller up in it, with its own store of
-// what the records need of each Node (nodes.go).
+// what the records need of each Node (nodes.go), and, with
+// cfg.KubeDNSTopology, the kube-dns topology keeper (kubednstopology.go).
 func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manager.Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -121,6 +122,11 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
+	if cfg.KubeDNSTopology != "" {
+		if err := setupKubeDNSTopologyKeeper(mgr, cfg.Namespace, cfg.KubeDNSTopology); err != nil {
+			return nil, err
+		}
+	}
 	if err := mgr.AddReadyzCheck("caches", func(_ *http.Request) error { return cachesSynced(mgr, r.nodes) }); err != nil {
 		return nil, err
 	}
@@ -128,6 +134,22 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 }
 
 func byName(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
+
+// namedCache is a cache of its own, added to mgr, holding only the object
+// of obj's kind named name in namespace: one informer cannot field-select
+// two objects of a kind, and RBAC grants list/watch on each only by its name.
+func namedCache(mgr manager.Manager, namespace string, obj client.Object, name string) (cache.Cache, error) {
+	named, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultTransform:  cache.TransformStripManagedFields(),
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{obj: {Field: byName(name)}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return named, mgr.Add(named)
+}
 
 // cachesSynced is the readiness check: the informers have their first lists.
 func cachesSynced(mgr manager.Manager, nodes *nodeStore) error {

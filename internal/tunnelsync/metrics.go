@@ -33,9 +33,11 @@ var (
 		"ConfigMaps of the records' shard set last written (0: shards are off or not written yet).")))
 	lastSuccessTimestamp = prometheus.NewGauge(prometheus.GaugeOpts(metric("last_success_timestamp_seconds",
 		"When the records and ports were last confirmed in sync.")))
+	kubeDNSTopologyRestoresTotal = prometheus.NewCounter(prometheus.CounterOpts(metric("kube_dns_topology_restores_total",
+		"Times the kube-dns Service's openyurt.io/topologyKeys annotation was missing or different and was patched back (--kube-dns-topology).")))
 )
 
 func init() {
 	metrics.Registry.MustRegister(recordsGauge, writesTotal, conflictsTotal, errorsTotal,
-		badPortEntriesTotal, syncDuration, singleConfigMapFits, shardsGauge, lastSuccessTimestamp)
+		badPortEntriesTotal, syncDuration, singleConfigMapFits, shardsGauge, lastSuccessTimestamp, kubeDNSTopologyRestoresTotal)
 }

@@ -342,12 +342,30 @@ func TestInstallRevert(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The sync as its Deployment runs it (its ServiceAccount, its
+	// --kube-dns-topology) keeps kube-dns's annotation, and outlives the
+	// revert (no kubelet stops it with its pod): revert takes its RBAC and
+	// waits its pods out before the kube-dns-topology step removes the
+	// annotation, so the keeper's patch is refused and the annotation stays gone.
+	if args := sync.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, kubeDNSTopologyArg) {
+		t.Errorf("sync Deployment args %q lack %s", args, kubeDNSTopologyArg)
+	}
+	keeper := harness.StartSync(t, k.ServiceAccountKubeconfig(t, tunnelnodes.Namespace, sync.Spec.Template.Spec.ServiceAccountName),
+		"--leader-elect=false", kubeDNSTopologyArg)
+
 	// Revert: back to the originals, objects install created are gone.
 	out, err = k.run(t, "revert")
 	if err != nil {
 		t.Fatalf("revert: %v\n%s", err, out)
 	}
 	t.Logf("revert:\n%s", out)
+	harness.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(keeper.Output(), `restoring openyurt.io/topologyKeys on Service kube-system/kube-dns: services \"kube-dns\" is forbidden`) {
+			return fmt.Errorf("the keeper was not refused putting kube-dns's annotation back")
+		}
+		return nil
+	})
+	keeper.Stop()
 	if changed := diffSnapshots(original, k.snapshot(t)); len(changed) > 0 {
 		after := k.snapshot(t)
 		for _, c := range changed {

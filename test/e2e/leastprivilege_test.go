@@ -335,7 +335,8 @@ func stockCoreDNSReads() []access {
 
 // syncTable is what tunnel-nodes-sync's ServiceAccount may do: read nodes;
 // read and update the records ConfigMap and the tunnel Service; read the
-// server config; its Lease; events. RBAC cannot limit create to a name, so
+// server config; read kube-dns and patch it (--kube-dns-topology), never
+// update it; its Lease; events. RBAC cannot limit create to a name, so
 // creating a ConfigMap or a Lease in kube-system is allowed under any name
 // (the sync creates the records ConfigMap when missing, and its Lease), but
 // what it creates under another name it cannot read back.
@@ -366,6 +367,10 @@ func syncTable(sa, secret string) []access {
 		allow("list", "services", ns, svc, "the tunnel Service"),
 		allow("watch", "services", ns, svc, "the tunnel Service"),
 		allow("update", "services", ns, svc, "it writes the dnat ports"),
+		allow("get", "services", ns, "kube-dns", "--kube-dns-topology watches kube-dns"),
+		allow("list", "services", ns, "kube-dns", "--kube-dns-topology watches kube-dns"),
+		allow("watch", "services", ns, "kube-dns", "--kube-dns-topology watches kube-dns"),
+		allow("patch", "services", ns, "kube-dns", "--kube-dns-topology patches its topology annotation back"),
 		allow("get", "leases", ns, lease, "leader election"),
 		allow("update", "leases", ns, lease, "leader election"),
 		allow("create", "leases", ns, "yurtdns-probe-sync", "leader election creates its Lease; RBAC cannot limit create to a name"),
@@ -391,11 +396,12 @@ func syncTable(sa, secret string) []access {
 		deny("patch", "configmaps", ns, cm),
 		deny("delete", "configmaps", ns, cm),
 		deny("create", "configmaps", "default", "yurtdns-probe-sync"),
-		deny("get", "services", ns, "kube-dns"),
 		deny("list", "services", ns, ""),
 		deny("list", "services", "", svc),
 		deny("update", "services", ns, "kube-dns"),
+		deny("delete", "services", ns, "kube-dns"),
 		deny("update", "services", "default", "kubernetes"),
+		deny("patch", "services", "default", "kubernetes"),
 		deny("create", "services", ns, "yurtdns-probe-sync"),
 		deny("patch", "services", ns, svc),
 		deny("delete", "services", ns, svc),
@@ -681,15 +687,16 @@ var leastPrivilege = &shared[*leastPrivilegeFixture]{build: func(tb harness.TB) 
 
 	// The sync with its ServiceAccount's token, alone (so it is the one
 	// writing): it creates the records ConfigMap and its Lease and writes
-	// the records (TestLeastPrivilegeTokenSync checks the port and events).
-	syncByToken := harness.StartSync(tb, syncToken, "-v=10")
+	// the records (TestLeastPrivilegeTokenSync checks the port, kube-dns's
+	// annotation and events). Both syncs run as deploy/'s Deployment does.
+	syncByToken := harness.StartSync(tb, syncToken, "-v=10", kubeDNSTopologyArg)
 	expectRecords(tb, 15*time.Second, cp, "10.96.0.9\tworker-1", "192.168.0.10\tmaster-1")
 	// coredns-yurt with CoreDNS's ServiceAccount, once by client
 	// certificate and once by token.
 	dnsByCert := harness.StartCoreDNS(tb, corednsCert, leastPrivilegeCorefile)
 	dnsByToken := harness.StartCoreDNS(tb, corednsToken, leastPrivilegeCorefile)
 	// A standby sync with the ServiceAccount's client certificate.
-	syncByCert := harness.StartSync(tb, syncCert, "-v=10")
+	syncByCert := harness.StartSync(tb, syncCert, "-v=10", kubeDNSTopologyArg)
 	return &leastPrivilegeFixture{start: start, cp: cp, corednsSA: corednsSA, syncSA: syncSA, secretName: secretName, secretValue: secretValue,
 		syncToken: syncToken, syncCert: syncCert, corednsToken: corednsToken, corednsCert: corednsCert, installerToken: installerToken,
 		syncTokenValue: syncTokenValue, corednsTokenValue: corednsTokenValue, installerTokenValue: installerTokenValue,
@@ -702,11 +709,21 @@ var leastPrivilege = &shared[*leastPrivilegeFixture]{build: func(tb harness.TB) 
 }}
 
 // TestLeastPrivilegeTokenSync: the sync with its ServiceAccount's token wrote
-// the port (skipping the bad entry) and recorded an event for the bad entry
-// and its leader election.
+// the port (skipping the bad entry) and kube-dns's topology annotation, and
+// recorded an event for the bad entry and its leader election.
 func TestLeastPrivilegeTokenSync(t *testing.T) {
 	f := leastPrivilege.get(t)
 	ctx, cp, ns := context.Background(), f.cp, tunnelnodes.Namespace
+	harness.Eventually(t, 10*time.Second, func() error {
+		s, err := cp.Client.CoreV1().Services(ns).Get(ctx, tunnelnodes.KubeDNSService, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if v := s.Annotations[tunnelnodes.TopologyKeysAnnotation]; v != kubeDNSTopology {
+			return fmt.Errorf("kube-dns %s=%q, want %q", tunnelnodes.TopologyKeysAnnotation, v, kubeDNSTopology)
+		}
+		return nil
+	})
 	harness.Eventually(t, 10*time.Second, func() error {
 		s, err := cp.Client.CoreV1().Services(ns).Get(ctx, tunnelnodes.ServiceName, metav1.GetOptions{})
 		if err != nil {

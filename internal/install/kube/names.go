@@ -9,7 +9,7 @@ import (
 // Names of the kubeadm objects more than one step works with.
 const (
 	CorefileKey    = "Corefile"
-	KubeDNSService = "kube-dns"
+	KubeDNSService = tunnelnodes.KubeDNSService
 )
 
 // CorednsYurtConfigMap holds the DaemonSet's Corefile: the stock one is never edited.

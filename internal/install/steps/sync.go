@@ -3,6 +3,8 @@ package steps
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/yurtdns/yurtdns/deploy"
 	"github.com/yurtdns/yurtdns/internal/install/engine"
@@ -11,6 +13,7 @@ import (
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,30 +22,19 @@ import (
 // syncDeployment is deploy/'s tunnel-nodes-sync Deployment, both profiles.
 const syncDeployment = "tunnel-nodes-sync"
 
+// kubeDNSTopologyArg is the sync's flag that keeps the annotation the
+// kube-dns-topology step sets (deploy/tunnel-nodes-sync passes it).
+const kubeDNSTopologyArg = "--kube-dns-topology="
+
 // syncStep deploys tunnel-nodes-sync from the kustomization dir of deploy/
 // and waits for it to roll out: a Ready replica has synced its caches, so
-// the records follow the nodes from the moment install returns.
+// the records follow the nodes from the moment install returns. Revert
+// waits for its pods to be gone: one still running would put kube-dns's
+// topology annotation back after the kube-dns-topology step's revert
+// removed it.
 func syncStep(name, dir string) engine.Step {
 	step := objectsStep(name, func(_ context.Context, env *engine.Env) ([]*unstructured.Unstructured, error) {
-		objs, err := deploy.Render(dir)
-		if err != nil {
-			return nil, err
-		}
-		if env.Options.SyncImage != "" {
-			for _, o := range objs {
-				if o.GetKind() != "Deployment" {
-					continue
-				}
-				containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-				for _, c := range containers {
-					c.(map[string]any)["image"] = env.Options.SyncImage
-				}
-				if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
-					return nil, err
-				}
-			}
-		}
-		return objs, nil
+		return syncObjects(env, dir)
 	})
 	install := step.Install
 	step.Install = func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
@@ -62,8 +54,16 @@ func syncStep(name, dir string) engine.Step {
 	revert := step.Revert
 	step.Revert = func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
 		res, err := revert(ctx, env, ss)
-		if err != nil || env.Options.DryRun || !res.Changed {
+		if err != nil || env.Options.DryRun {
 			return res, err
+		}
+		// Waited for even when nothing was left to delete: a revert killed
+		// after the delete left the pods terminating.
+		if err := kubewait.For(ctx, env.Options.Timeout, "pods of Deployment "+syncDeployment+" not gone", syncPodsGone(env)); err != nil {
+			return engine.Result{}, err
+		}
+		if !res.Changed {
+			return res, nil
 		}
 		// The sync's leader Lease goes too. Its pod, losing its RBAC with
 		// the rest, cannot release it; left held, it would keep the next
@@ -76,4 +76,55 @@ func syncStep(name, dir string) engine.Step {
 		return res, nil
 	}
 	return step
+}
+
+// syncObjects renders dir as install applies it: the Deployment runs
+// --sync-image, and keeps kube-dns's topology annotation only where install
+// sets it (not with --skip kube-dns-topology).
+func syncObjects(env *engine.Env, dir string) ([]*unstructured.Unstructured, error) {
+	objs, err := deploy.Render(dir)
+	if err != nil {
+		return nil, err
+	}
+	keepTopology := !slices.Contains(env.Options.Skip, kubeDNSTopologyStepName)
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			c := c.(map[string]any)
+			if env.Options.SyncImage != "" {
+				c["image"] = env.Options.SyncImage
+			}
+			if args, ok := c["args"].([]any); ok && !keepTopology {
+				c["args"] = slices.DeleteFunc(args, func(a any) bool {
+					s, _ := a.(string)
+					return strings.HasPrefix(s, kubeDNSTopologyArg)
+				})
+			}
+		}
+		if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+			return nil, err
+		}
+	}
+	return objs, nil
+}
+
+// syncPodsGone is done when no pod of the sync Deployment's ReplicaSets is
+// left but on NotReady nodes (kube.PodsGone). The pods are found by their
+// controller's name, as the Deployment and its ReplicaSets may be gone
+// already while the pods still terminate.
+func syncPodsGone(env *engine.Env) kubewait.Condition {
+	return func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace)); err != nil {
+			return false, "", fmt.Errorf("listing pods: %w", err)
+		}
+		ofSync := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+			ref := metav1.GetControllerOf(&p)
+			return ref == nil || ref.Kind != "ReplicaSet" || !strings.HasPrefix(ref.Name, syncDeployment+"-")
+		})
+		return kube.PodsGone(env, ofSync)(ctx)
+	}
 }
