@@ -21,8 +21,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// KubernetesVersion is the version hack/tools builds and kubeadm installs.
-const KubernetesVersion = "v1.37.1"
+const (
+	// KubernetesVersion is the version hack/tools builds into Bin: kubectl's
+	// always, the cluster's unless Config.StartVersion says otherwise, and
+	// the one a cluster started at an older version is upgraded to.
+	KubernetesVersion = "v1.37.1"
+	// PreviousKubernetesVersion is the version make k8s-prev builds into
+	// Bin/PreviousKubernetesVersion/: a cluster to upgrade starts there.
+	PreviousKubernetesVersion = "v1.36.3"
+)
 
 // Config says where the cluster's inputs and state are.
 type Config struct {
@@ -36,6 +43,12 @@ type Config struct {
 	Images []string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// StartVersion is the Kubernetes version the cluster is made at:
+	// kubeadm, the kubelets, the control plane and kube-proxy from
+	// Bin/StartVersion/ (etcd, pause and CoreDNS are Bin's, tagged as that
+	// kubeadm names them). Empty is KubernetesVersion. Every node holds
+	// KubernetesVersion's images too, for kubeadm upgrade.
+	StartVersion string
 }
 
 // Cluster is a running two-node kubeadm cluster.
@@ -45,13 +58,14 @@ type Cluster struct {
 	// machine's root network namespace.
 	Kubeconfig string
 
-	dir      string
-	cacheDir string
-	binDir   string
-	log      io.Writer
-	pause    string   // kubeadm's pause image, on every node
-	images   []string // the archives every node imported
-	spare    *Node
+	dir          string
+	cacheDir     string
+	binDir       string
+	startVersion string
+	log          io.Writer
+	pause        string   // kubeadm's pause image, on every node
+	images       []string // the archives every node imported
+	spare        *Node
 }
 
 // The nodes: master-1, a cloud node and the control plane; worker-1, an edge node.
@@ -63,6 +77,7 @@ func newNodes(c *Cluster) []*Node {
 	for _, n := range nodes {
 		n.c, n.netns, n.dir = c, "yurtdns-"+n.Name, filepath.Join(c.dir, "nodes", n.Name)
 		n.kubelet.start, n.yurthub.start = n.startKubeletOnce, n.startYurthubOnce
+		n.setVersion(c.startVersion)
 	}
 	return nodes
 }
@@ -81,6 +96,23 @@ func (c *Cluster) Node(name string) *Node {
 }
 
 func (c *Cluster) bin(name string) string { return filepath.Join(c.binDir, name) }
+
+// versionDir holds the Kubernetes binaries of version: Bin itself for
+// KubernetesVersion, else make k8s-prev's Bin/<version>/.
+func (c *Cluster) versionDir(version string) string {
+	if version == KubernetesVersion {
+		return c.binDir
+	}
+	return filepath.Join(c.binDir, version)
+}
+
+func (c *Cluster) versionBin(version, name string) string {
+	return filepath.Join(c.versionDir(version), name)
+}
+
+// Kubeadm is the path of version's kubeadm, the same on the machine and in
+// the nodes (n.Run(ctx, c.Kubeadm(v), ...)).
+func (c *Cluster) Kubeadm(version string) string { return c.versionBin(version, "kubeadm") }
 
 func (c *Cluster) logf(format string, args ...any) {
 	fmt.Fprintf(c.log, "[cluster] "+format+"\n", args...)
@@ -105,9 +137,15 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("cluster directory %s lies under %s, which every node overlays: choose another", dir, o)
 		}
 	}
-	c := &Cluster{dir: filepath.Join(dir, "live"), cacheDir: dir, binDir: cfg.Bin, log: cfg.Log}
+	c := &Cluster{dir: filepath.Join(dir, "live"), cacheDir: dir, binDir: cfg.Bin, startVersion: cfg.StartVersion, log: cfg.Log}
 	if c.log == nil {
 		c.log = io.Discard
+	}
+	if c.startVersion == "" {
+		c.startVersion = KubernetesVersion
+	}
+	if _, err := os.Stat(c.Kubeadm(c.startVersion)); err != nil {
+		return nil, fmt.Errorf("kubeadm %s: %w (make test-tools builds %s and %s)", c.startVersion, err, KubernetesVersion, PreviousKubernetesVersion)
 	}
 	c.Nodes, c.spare = newNodes(c), spareNode(c)
 	started := time.Now()
@@ -132,7 +170,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.up(ctx, cfg.Images); err != nil {
 		return nil, err
 	}
-	c.logf("up in %.1fs: %d nodes Ready, DNS answering", time.Since(started).Seconds(), len(c.Nodes))
+	c.logf("up at %s in %.1fs: %d nodes Ready, DNS answering", c.startVersion, time.Since(started).Seconds(), len(c.Nodes))
 	return c, nil
 }
 
@@ -185,7 +223,7 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 		n.StartKubelet()
 	}
 	m := c.Master()
-	if _, err := m.Run(ctx, c.bin("kubeadm"), "init", "--config", configs[m], "-v=1"); err != nil {
+	if _, err := m.Run(ctx, c.Kubeadm(m.Version()), "init", "--config", configs[m], "-v=1"); err != nil {
 		return fmt.Errorf("kubeadm init: %w", err)
 	}
 	c.Kubeconfig = filepath.Join(m.dir, "state", "etc_kubernetes", "admin.conf")
@@ -195,7 +233,7 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 	}
 	c.logf("yurt-manager up, NodePool %s made", EdgePool)
 	for _, n := range c.Nodes[1:] {
-		if _, err := n.Run(ctx, c.bin("kubeadm"), "join", "--config", configs[n], "-v=1"); err != nil {
+		if _, err := n.Run(ctx, c.Kubeadm(n.Version()), "join", "--config", configs[n], "-v=1"); err != nil {
 			return fmt.Errorf("kubeadm join %s: %w", n.Name, err)
 		}
 		if n.Edge {

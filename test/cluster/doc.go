@@ -1,4 +1,4 @@
-// Package cluster runs a real two-node kubeadm v1.37.1 cluster on this
+// Package cluster runs a real two-node kubeadm cluster on this
 // machine, for the tests that need what envtest lacks — a kubelet running
 // pods, kube-proxy programming Services, the controllers, static pods
 // restarted from their manifests — and for `make demo`.
@@ -13,6 +13,12 @@
 // and worker-1 from `kubeadm join`, labelled as an OpenYurt edge node. The
 // images are written from binaries that hack/tools builds (make test-tools)
 // and imported into each node's containerd as kubeadm expects them.
+//
+// The cluster runs Kubernetes v1.37.1 (KubernetesVersion), or starts at an
+// older version (Config.StartVersion: PreviousKubernetesVersion) with the
+// images of both on every node, for a test to upgrade it as an operator would: `kubeadm upgrade
+// apply` and `kubeadm upgrade node` with --patches KubeadmPatchesDir, then
+// Node.UpgradeKubelet.
 //
 // Everything the cluster writes lives under one directory; every process is
 // recorded and stopped by PID; the kernel settings a kubelet changes

@@ -13,40 +13,82 @@ import (
 )
 
 // kubeadmImages writes an image archive for every image kubeadm expects
-// (`kubeadm config images list`), from the binaries hack/tools built, with
-// the project's own image code; an archive newer than its binary is reused.
-func (c *Cluster) kubeadmImages(kubeadmConfig string) (archives []string, sandbox string, err error) {
-	out, err := exec.Command(c.bin("kubeadm"), "config", "images", "list", "--config", kubeadmConfig).CombinedOutput()
-	if err != nil {
-		return nil, "", fmt.Errorf("kubeadm config images list: %v: %s", err, out)
+// (`kubeadm config images list`) at the cluster's start version and, when
+// that is older, at KubernetesVersion, which `kubeadm upgrade apply` expects
+// on the nodes (nothing can be pulled here). They are written from the
+// binaries hack/tools built, with the project's own image code. sandbox is
+// the start version's pause image.
+func (c *Cluster) kubeadmImages(initConfig string) (archives []string, sandbox string, err error) {
+	configs := map[string]string{c.startVersion: initConfig}
+	versions := []string{c.startVersion}
+	if c.startVersion != KubernetesVersion {
+		if configs[KubernetesVersion], err = upgradeConfig(initConfig, KubernetesVersion); err != nil {
+			return nil, "", err
+		}
+		versions = append(versions, KubernetesVersion)
 	}
-	dir := filepath.Join(c.cacheDir, "images")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, "", err
-	}
-	for _, ref := range strings.Fields(string(out)) {
-		name := path.Base(ref[:strings.LastIndexByte(ref, ':')])
-		spec, err := c.imageSpec(name)
+	seen := map[string]bool{}
+	for _, version := range versions {
+		out, err := exec.Command(c.Kubeadm(version), "config", "images", "list", "--config", configs[version]).CombinedOutput()
 		if err != nil {
-			return nil, "", fmt.Errorf("image %s: %w", ref, err)
+			return nil, "", fmt.Errorf("kubeadm %s config images list: %v: %s", version, err, out)
 		}
-		if name == "pause" {
-			sandbox = ref
-		}
-		archive := filepath.Join(dir, name+".oci.tar")
-		archives = append(archives, archive)
-		if newer(archive, spec.Binary) {
-			continue
-		}
-		img, err := image.Build(spec)
-		if err == nil {
-			err = image.WriteOCIArchive(archive, ref, img)
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("image %s: %w", ref, err)
+		for _, ref := range strings.Fields(string(out)) {
+			if seen[ref] {
+				continue
+			}
+			seen[ref] = true
+			name := path.Base(ref[:strings.LastIndexByte(ref, ':')])
+			spec, err := c.imageSpec(name, version)
+			if err != nil {
+				return nil, "", fmt.Errorf("image %s: %w", ref, err)
+			}
+			if name == "pause" && sandbox == "" {
+				sandbox = ref
+			}
+			archive, err := c.imageArchive(ref, spec)
+			if err != nil {
+				return nil, "", err
+			}
+			archives = append(archives, archive)
 		}
 	}
 	return archives, sandbox, nil
+}
+
+var kubernetesVersionLine = regexp.MustCompile(`(?m)^kubernetesVersion: .*$`)
+
+// upgradeConfig writes initConfig at another Kubernetes version: the
+// ClusterConfiguration `kubeadm upgrade apply <version>` works from.
+func upgradeConfig(initConfig, version string) (string, error) {
+	data, err := os.ReadFile(initConfig)
+	if err != nil {
+		return "", err
+	}
+	upgrade := strings.TrimSuffix(initConfig, ".yaml") + "-" + version + ".yaml"
+	return upgrade, os.WriteFile(upgrade, kubernetesVersionLine.ReplaceAll(data, []byte("kubernetesVersion: "+version)), 0o644)
+}
+
+// imageArchive writes an OCI archive of spec's image as ref in the cache,
+// named after ref so that two versions of an image never share one; an
+// archive newer than its binary is reused.
+func (c *Cluster) imageArchive(ref string, spec image.Spec) (string, error) {
+	dir := filepath.Join(c.cacheDir, "images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	archive := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(ref)+".oci.tar")
+	if newer(archive, spec.Binary) {
+		return archive, nil
+	}
+	img, err := image.Build(spec)
+	if err == nil {
+		err = image.WriteOCIArchive(archive, ref, img)
+	}
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", ref, err)
+	}
+	return archive, nil
 }
 
 func newer(a, b string) bool {
@@ -55,15 +97,19 @@ func newer(a, b string) bool {
 	return err1 == nil && err2 == nil && sa.ModTime().After(sb.ModTime())
 }
 
-// imageSpec is the image of one kubeadm component: its binary where the
-// upstream image has it, run as root like the upstream images.
-func (c *Cluster) imageSpec(name string) (image.Spec, error) {
+// imageSpec is the image of one kubeadm component at a Kubernetes version:
+// its binary where the upstream image has it, run as root like the
+// upstream images. The control plane and kube-proxy are that version's;
+// etcd, pause and CoreDNS are Bin's, whatever tag kubeadm gives them.
+func (c *Cluster) imageSpec(name, version string) (image.Spec, error) {
 	spec := image.Spec{User: "0:0", CACertificates: "/etc/ssl/certs/ca-certificates.crt"}
 	switch name {
-	case "kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd":
+	case "kube-apiserver", "kube-controller-manager", "kube-scheduler":
+		spec.Binary, spec.Entrypoint = c.versionBin(version, name), "/usr/local/bin/"+name
+	case "etcd":
 		spec.Binary, spec.Entrypoint = c.bin(name), "/usr/local/bin/"+name
 	case "kube-proxy":
-		spec.Binary, spec.Entrypoint = c.bin(name), "/usr/local/bin/"+name
+		spec.Binary, spec.Entrypoint = c.versionBin(version, name), "/usr/local/bin/"+name
 		files, err := iptablesFiles()
 		if err != nil {
 			return spec, err

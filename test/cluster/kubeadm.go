@@ -11,6 +11,13 @@ import (
 // on an isolated network.
 const bootstrapToken = "yurtdn.0123456789abcdef"
 
+// KubeadmPatchesDir is each node's kubeadm patches directory, in the node:
+// `kubeadm upgrade apply` and `kubeadm upgrade node` rewrite the kubelet's
+// config.yaml from the kubelet-config ConfigMap and must be given it
+// (--patches) to keep the node's cgroupRoot. It lies in the node's
+// /etc/kubernetes, with the rest of what kubeadm keeps.
+const KubeadmPatchesDir = "/etc/kubernetes/patches"
+
 const kubeadmInit = `apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 bootstrapTokens:
@@ -29,8 +36,6 @@ kubernetesVersion: {{version}}
 clusterName: yurtdns-test
 controlPlaneEndpoint: {{ip}}:6443
 imageRepository: registry.k8s.io
-dns:
-  imageTag: v1.15.0
 networking:
   podSubnet: {{podCIDR}}
   serviceSubnet: {{serviceCIDR}}
@@ -123,7 +128,7 @@ func (c *Cluster) kubeadmConfig(n *Node) (string, error) { return c.kubeadmConfi
 
 // kubeadmConfigAs is kubeadmConfig registering the node as nodeName.
 func (c *Cluster) kubeadmConfigAs(n *Node, nodeName string) (string, error) {
-	patches := filepath.Join(n.dir, "patches")
+	patches := filepath.Join(n.StateDir("etc/kubernetes"), filepath.Base(KubeadmPatchesDir))
 	if err := os.MkdirAll(patches, 0o755); err != nil {
 		return "", err
 	}
@@ -157,8 +162,8 @@ func (c *Cluster) kubeadmConfigAs(n *Node, nodeName string) (string, error) {
 		"{{ip}}", n.IP,
 		"{{name}}", nodeName,
 		"{{labels}}", labels,
-		"{{patches}}", patches,
-		"{{version}}", KubernetesVersion,
+		"{{patches}}", KubeadmPatchesDir,
+		"{{version}}", c.startVersion,
 		"{{podCIDR}}", podCIDR,
 		"{{serviceCIDR}}", serviceCIDR,
 		"{{masterIP}}", c.Nodes[0].IP,

@@ -15,6 +15,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 //go:embed nodens.sh
@@ -44,6 +47,32 @@ type Node struct {
 	kubelet service
 	// yurthub runs on edge nodes, as yurtadm join's systemd unit runs it.
 	yurthub service
+
+	// version is the Kubernetes version of the node's kubelet and kubeadm
+	// (the packages installed on the machine); UpgradeKubelet moves it.
+	versionMu sync.Mutex
+	version   string
+}
+
+// Version is the Kubernetes version of the node's kubelet and kubeadm.
+func (n *Node) Version() string {
+	n.versionMu.Lock()
+	defer n.versionMu.Unlock()
+	return n.version
+}
+
+func (n *Node) setVersion(v string) {
+	n.versionMu.Lock()
+	defer n.versionMu.Unlock()
+	n.version = v
+}
+
+// objectName is the node's Node object's name.
+func (n *Node) objectName() string {
+	if n.registeredAs != "" {
+		return n.registeredAs
+	}
+	return n.Name
 }
 
 // cgroupName is the node's kubelet cgroupRoot, one per node so the two
@@ -98,10 +127,11 @@ func (n *Node) logFile(name string) (*os.File, error) {
 
 // Command runs name inside the node: its network and mount namespaces, as a
 // process of the node would see the machine.
-// The Kubernetes binaries come first on its PATH (kubeadm runs kubelet --version).
+// The Kubernetes binaries of the node's version come first on its PATH
+// (kubeadm runs kubelet --version), then Bin's (etcd, kubectl, ...).
 func (n *Node) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"-t", strconv.Itoa(n.anchor.pid), "-m", "-n", "--", name}, args...)...)
-	cmd.Env = append(os.Environ(), "PATH="+n.c.binDir+":"+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "PATH="+n.c.versionDir(n.Version())+":"+n.c.binDir+":"+os.Getenv("PATH"))
 	return cmd
 }
 
@@ -313,10 +343,39 @@ func (n *Node) startKubeletOnce() (*process, error) {
 	if err != nil {
 		return nil, errNoKubeletConfig
 	}
-	args := []string{n.c.bin("kubelet"), "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf",
+	args := []string{n.c.versionBin(n.Version(), "kubelet"), "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf",
 		"--kubeconfig=/etc/kubernetes/kubelet.conf", "--config=/var/lib/kubelet/config.yaml"}
 	args = append(args, kubeadmFlags(string(env))...)
 	return n.startDaemon("kubelet", args...)
+}
+
+// UpgradeKubelet moves the node's kubelet and kubeadm to KubernetesVersion
+// as an operator does after `kubeadm upgrade apply` or `kubeadm upgrade
+// node`: the new binaries in place, then `systemctl restart kubelet`. It
+// waits until the Node reports that kubelet version and is Ready.
+func (n *Node) UpgradeKubelet(ctx context.Context) error {
+	n.StopKubelet()
+	n.setVersion(KubernetesVersion)
+	n.StartKubelet()
+	cs, err := n.c.Clientset()
+	if err != nil {
+		return err
+	}
+	return n.c.retry(ctx, 3*time.Minute, fmt.Sprintf("Node %s Ready with kubelet %s", n.objectName(), KubernetesVersion), func() error {
+		node, err := cs.CoreV1().Nodes().Get(ctx, n.objectName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if v := node.Status.NodeInfo.KubeletVersion; v != KubernetesVersion {
+			return fmt.Errorf("kubelet %s", v)
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+				return fmt.Errorf("not Ready: %s", c.Message)
+			}
+		}
+		return nil
+	})
 }
 
 // kubeadmFlags reads KUBELET_KUBEADM_ARGS="..." from kubeadm-flags.env.

@@ -48,31 +48,20 @@ var openyurtImages = []string{"yurt-manager", "yurt-tunnel-server", "yurt-tunnel
 
 // openyurtImageArchives writes an archive for each OpenYurt image from the
 // binaries make openyurt built, with the project's image code, as upstream's
-// images run them (root, /usr/local/bin); an archive newer than its binary
-// is reused.
+// images run them (root, /usr/local/bin).
 func (c *Cluster) openyurtImageArchives() ([]string, error) {
-	dir := filepath.Join(c.cacheDir, "images")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
 	var archives []string
 	for _, name := range openyurtImages {
 		bin := c.bin(name)
 		if _, err := os.Stat(bin); err != nil {
 			return nil, fmt.Errorf("%w: make openyurt builds it", err)
 		}
-		archive := filepath.Join(dir, name+".oci.tar")
-		archives = append(archives, archive)
-		if newer(archive, bin) {
-			continue
-		}
-		img, err := image.Build(image.Spec{Binary: bin, Entrypoint: "/usr/local/bin/" + name, User: "0:0", CACertificates: "/etc/ssl/certs/ca-certificates.crt"})
-		if err == nil {
-			err = image.WriteOCIArchive(archive, "docker.io/openyurt/"+name+":"+OpenYurtVersion, img)
-		}
+		archive, err := c.imageArchive("docker.io/openyurt/"+name+":"+OpenYurtVersion,
+			image.Spec{Binary: bin, Entrypoint: "/usr/local/bin/" + name, User: "0:0", CACertificates: "/etc/ssl/certs/ca-certificates.crt"})
 		if err != nil {
-			return nil, fmt.Errorf("image %s: %w", name, err)
+			return nil, err
 		}
+		archives = append(archives, archive)
 	}
 	return archives, nil
 }
@@ -225,12 +214,8 @@ func TunnelService() *corev1.Service {
 // (it uses the certificate kubeadm join left for the kubelet), with its
 // pod-facing address on lo instead of a dummy interface.
 func (n *Node) startYurthubOnce() (*process, error) {
-	name := n.Name
-	if n.registeredAs != "" {
-		name = n.registeredAs
-	}
 	return n.startDaemon("yurthub", n.c.bin("yurthub"),
-		"--node-name="+name, "--nodepool-name="+EdgePool, "--server-addr="+apiServerURL,
+		"--node-name="+n.objectName(), "--nodepool-name="+EdgePool, "--server-addr="+apiServerURL,
 		"--bootstrap-mode=kubeletcertificate", "--bind-address=127.0.0.1", "--working-mode=edge",
 		"--namespace=kube-system", "--node-ip="+n.IP,
 		"--enable-dummy-if=false", "--bind-proxy-address="+yurthubAddress, "--v=2")

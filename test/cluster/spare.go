@@ -37,6 +37,8 @@ func (c *Cluster) AddSpareNode(ctx context.Context) (*Node, error) {
 	if c.Node(n.Name) != nil {
 		return n, nil
 	}
+	// A new machine gets the packages the control-plane node has.
+	n.setVersion(c.Master().Version())
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -73,7 +75,7 @@ func (n *Node) JoinAs(ctx context.Context, nodeName string) error {
 	if _, err := os.Stat(filepath.Join(n.StateDir("etc/kubernetes"), "kubelet.conf")); err == nil {
 		n.StopKubelet()
 		n.StopYurthub()
-		if out, err := n.Run(ctx, n.c.bin("kubeadm"), "reset", "--force", "--cri-socket", "unix:///run/containerd/containerd.sock"); err != nil {
+		if out, err := n.Run(ctx, n.c.Kubeadm(n.Version()), "reset", "--force", "--cri-socket", "unix:///run/containerd/containerd.sock"); err != nil {
 			return fmt.Errorf("kubeadm reset on %s: %w: %s", n.Name, err, out)
 		}
 		for _, d := range []string{"var/lib/yurthub", "var/lib/openyurt"} {
@@ -91,7 +93,7 @@ func (n *Node) JoinAs(ctx context.Context, nodeName string) error {
 	if err != nil {
 		return err
 	}
-	if out, err := n.Run(ctx, n.c.bin("kubeadm"), "join", "--config", config, "-v=1"); err != nil {
+	if out, err := n.Run(ctx, n.c.Kubeadm(n.Version()), "join", "--config", config, "-v=1"); err != nil {
 		return fmt.Errorf("kubeadm join %s as %s: %w: %s", n.Name, nodeName, err, strings.TrimSpace(out))
 	}
 	return n.putBehindYurthub(ctx)

@@ -55,6 +55,8 @@ func run(m *testing.M) int {
 	started := time.Now()
 	kc, err = cluster.Start(context.Background(), cluster.Config{
 		Dir: filepath.Join(bin, "cluster"), Bin: filepath.Join(bin, "k8s"), Images: images, Log: os.Stdout,
+		// The upgrade test, first, moves it to cluster.KubernetesVersion.
+		StartVersion: cluster.PreviousKubernetesVersion,
 	})
 	if err != nil {
 		fmt.Println("realcluster: starting the kubeadm cluster:", err)

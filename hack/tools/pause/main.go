@@ -4,12 +4,21 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
 func main() {
+	// As the C pause: -v prints the version and exits. kubeadm upgrade's
+	// CreateJob health check runs the pause image with -v and waits for
+	// the Job to complete.
+	if len(os.Args) > 1 && strings.EqualFold(os.Args[1], "-v") {
+		fmt.Println("pause (yurtdns test tools)")
+		return
+	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	children := make(chan os.Signal, 8)
