@@ -28,7 +28,6 @@ import (
 // an edge node behind a firewall does: what reaches them came through the
 // tunnel agent on the node.
 func checkTunnelPath(t *testing.T) {
-	ctx := context.Background()
 	worker := kc.Node("worker-1")
 	runPod(t, cluster.ProbePod("probe-exporter", worker.Name, true, nil, "exporter", "--addr", ":9100", "--name", worker.Name))
 	// The control-plane step restarted kube-apiserver, and yurt-tunnel-server
@@ -44,17 +43,7 @@ func checkTunnelPath(t *testing.T) {
 		}
 	}()
 
-	t.Run("kubectl logs and exec on an edge node through the tunnel", func(t *testing.T) {
-		pod := podOn(t, "k8s-app=kube-proxy", worker.Name)
-		logs, err := kc.Kubectl(ctx, "-n", "kube-system", "logs", pod, "--tail=3")
-		if err != nil || strings.TrimSpace(logs) == "" {
-			t.Errorf("kubectl logs %s on worker-1: %v %q", pod, err, logs)
-		}
-		out, err := kc.Kubectl(ctx, "-n", "kube-system", "exec", pod, "--", "/usr/local/bin/kube-proxy", "--version")
-		if err != nil || !strings.Contains(out, "v1.37.1") {
-			t.Errorf("kubectl exec %s on worker-1: %v %q", pod, err, out)
-		}
-	})
+	t.Run("kubectl logs and exec on an edge node through the tunnel", checkLogsAndExec)
 
 	t.Run("an extra tunnel port: https-proxy-ports 9100", func(t *testing.T) {
 		url := "https://worker-1:9100/metrics"

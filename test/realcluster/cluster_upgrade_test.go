@@ -1,0 +1,259 @@
+package realcluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/kubeadmconfig"
+	"github.com/yurtdns/yurtdns/internal/nodelocal"
+	"github.com/yurtdns/yurtdns/internal/staticpod"
+	"github.com/yurtdns/yurtdns/test/cluster"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestKubeadmUpgrade runs first (this file sorts first): the cluster
+// TestMain starts at v1.36.3 is upgraded to v1.37.1 with yurtdns installed,
+// as kubeadm's documentation gives it plus the --patches install's README
+// adds; then once more the plain way; then revert. The package's other
+// tests run on the upgraded cluster.
+func TestKubeadmUpgrade(t *testing.T) {
+	ctx := context.Background()
+	if v := kc.Master().Version(); v != cluster.PreviousKubernetesVersion {
+		t.Skipf("the cluster runs %s, not %s: nothing to upgrade", v, cluster.PreviousKubernetesVersion)
+	}
+	// Pods made before install ask through kube-dns's ClusterIP all along;
+	// revert must not break them either.
+	before := []podNetns{startPausePod(t, "upgrade-m1", "master-1"), startPausePod(t, "upgrade-w1", "worker-1")}
+	probes := startUpgradeProbes(before)
+
+	for _, args := range [][]string{{"install", "--control-plane-jobs"}, {"install", "--control-plane-jobs", "--node-local-dns"}} {
+		started := time.Now()
+		if _, err := runSync(t, args...); err != nil {
+			t.Fatalf("%s: %v", strings.Join(args, " "), err)
+		}
+		t.Logf("%s took %s", strings.Join(args, " "), time.Since(started).Round(100*time.Millisecond))
+	}
+	// And pods that ask the node-local cache.
+	after := []podNetns{startPausePod(t, "upgrade-local-m1", "master-1"), startPausePod(t, "upgrade-local-w1", "worker-1")}
+	local := startUpgradeProbes(after)
+	probes.finish(t, "install, asked from pods made before it")
+
+	t.Run("kubeadm upgrade as the README gives it", func(t *testing.T) {
+		probes := startUpgradeProbes(before)
+		upgrade(t, cluster.KubeadmPatchesDir)
+		probes.finish(t, "the documented upgrade, asked from pods made before install")
+		checkUpgradeKeptInstall(t)
+	})
+
+	t.Run("the plain kubeadm upgrade, then install", func(t *testing.T) {
+		// The operator's own patches directory, without install's patch.
+		m := kc.Master()
+		plain := filepath.Join(filepath.Dir(cluster.KubeadmPatchesDir), "patches-operator")
+		hostPatches, hostPlain := inNode(m, cluster.KubeadmPatchesDir), inNode(m, plain)
+		if err := os.MkdirAll(hostPlain, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		entries, err := os.ReadDir(hostPatches)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Name() == staticpod.KubeadmPatchFile {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(hostPatches, e.Name()))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(hostPlain, e.Name()), data, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		probes := startUpgradeProbes(before)
+		started := time.Now()
+		if out, err := m.Run(ctx, kc.Kubeadm(cluster.KubernetesVersion), "upgrade", "apply", cluster.KubernetesVersion,
+			"--yes", "--force", "--patches", plain, "--ignore-preflight-errors", "SystemVerification"); err != nil {
+			t.Fatalf("kubeadm upgrade apply without install's patch: %v\n%s", err, out)
+		}
+		t.Logf("plain kubeadm upgrade apply on master-1 took %s", time.Since(started).Round(100*time.Millisecond))
+		out, err := runSync(t, "status")
+		if err == nil || !regexp.MustCompile(`control-plane\s+drifted \(undone since install .*kube-apiserver-master-1 runs dnsPolicy ClusterFirst`).MatchString(out) {
+			t.Errorf("status after a plain upgrade must name what it undid (exit %v):\n%s", err, out)
+		}
+		started = time.Now()
+		if out, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns"); err != nil || !strings.Contains(out, "[control-plane] applied again, kube-apiserver-master-1 runs dnsPolicy ClusterFirst") {
+			t.Errorf("install after the plain upgrade (%v):\n%s", err, out)
+		}
+		t.Logf("install after the plain upgrade took %s", time.Since(started).Round(100*time.Millisecond))
+		probes.finish(t, "the plain upgrade and install, asked from pods made before install")
+		checkUpgradeKeptInstall(t)
+	})
+	local.finish(t, "both upgrades and installs, asked from pods made under node-local DNS")
+
+	// Pods made under node-local DNS would lose it: revert refuses while they run.
+	for _, p := range after {
+		grace := int64(0)
+		if err := cs.CoreV1().Pods("kube-system").Delete(ctx, p.name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		waitPodGone(t, p.name)
+	}
+	probes = startUpgradeProbes(before)
+	if _, err := runSync(t, "revert"); err != nil {
+		t.Fatalf("revert after the upgrade: %v", err)
+	}
+	probes.finish(t, "revert, asked from pods made before install")
+	checkRevertedAsKubeadmRenders(t)
+}
+
+// inNode is where a path inside node's mount namespace is on the machine.
+func inNode(n *cluster.Node, path string) string {
+	return filepath.Join(n.StateDir("etc/kubernetes"), strings.TrimPrefix(path, "/etc/kubernetes"))
+}
+
+// upgrade moves the cluster to v1.37.1 as kubeadm's documentation gives it,
+// each node's kubelet swapped and restarted after its kubeadm upgrade. No
+// drain: the DNS pods are DaemonSets, which a drain leaves, and master-1's
+// other pods (yurt-tunnel-server, yurt-manager) would move to the edge node.
+func upgrade(t *testing.T, patches string) {
+	ctx := context.Background()
+	kubeadm := kc.Kubeadm(cluster.KubernetesVersion)
+	for _, n := range kc.Nodes {
+		args := []string{"upgrade", "node", "--patches", patches}
+		if n == kc.Master() {
+			args = []string{"upgrade", "apply", cluster.KubernetesVersion, "--yes", "--patches", patches,
+				// cgroups v1: kubeadm init's one hard preflight error here too.
+				"--ignore-preflight-errors", "SystemVerification"}
+		}
+		started := time.Now()
+		if out, err := n.Run(ctx, kubeadm, args...); err != nil {
+			t.Fatalf("kubeadm %s on %s: %v\n%s", strings.Join(args, " "), n.Name, err, out)
+		}
+		upgraded := time.Since(started)
+		if err := n.UpgradeKubelet(ctx); err != nil {
+			t.Fatalf("%s's kubelet: %v", n.Name, err)
+		}
+		t.Logf("%s: kubeadm %s took %s, the kubelet swapped and Ready %s later", n.Name, args[1],
+			upgraded.Round(100*time.Millisecond), (time.Since(started) - upgraded).Round(100*time.Millisecond))
+	}
+}
+
+// startUpgradeProbes asks, from each pod, a node name of each kind and a
+// ClusterIP Service.
+func startUpgradeProbes(pods []podNetns) *probeSet {
+	var s probeSet
+	for _, name := range []string{"worker-1", "master-1", probeName} {
+		s = append(s, startProbe("", name, "", askers(pods)))
+	}
+	return &s
+}
+
+type probeSet []*dnsProbe
+
+func (s probeSet) finish(t *testing.T, what string) {
+	t.Helper()
+	for _, p := range s {
+		p.finish(t, what)
+	}
+}
+
+// checkUpgradeKeptInstall: after an upgrade, without install run again (or
+// after the one install that restores), everything install did is live.
+func checkUpgradeKeptInstall(t *testing.T) {
+	ctx := context.Background()
+	out, err := runSync(t, "status")
+	if err != nil || strings.Contains(out, "drifted") || !regexp.MustCompile(`(?m)^control-plane\s+applied`).MatchString(out) {
+		t.Errorf("status after the upgrade: every step install applied must be applied (exit %v):\n%s", err, out)
+	}
+	svc, err := cs.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil || svc.Annotations["openyurt.io/topologyKeys"] != "openyurt.io/nodepool" {
+		t.Errorf("kube-dns annotations after the upgrade: %v %v", svc.Annotations, err)
+	}
+	for _, n := range kc.Nodes {
+		node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil || node.Status.NodeInfo.KubeletVersion != cluster.KubernetesVersion {
+			t.Errorf("%s's kubelet: %v %v", n.Name, node.Status.NodeInfo.KubeletVersion, err)
+		}
+	}
+	apiserver, err := cs.CoreV1().Pods("kube-system").Get(ctx, "kube-apiserver-master-1", metav1.GetOptions{})
+	if err != nil || !strings.HasSuffix(apiserver.Spec.Containers[0].Image, ":"+cluster.KubernetesVersion) {
+		t.Errorf("kube-apiserver after the upgrade: %v", err)
+	}
+	// The upgrade restarted kube-apiserver, and yurt-tunnel-server exits
+	// when it loses it: the kubelet's back-off brings it back.
+	waitTunnelEndpoints(t, 5*time.Minute)
+	lift, err := kc.Node("worker-1").RefuseFromOutside(10250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := lift(); err != nil {
+			t.Error(err)
+		}
+	}()
+	checkLogsAndExec(t)
+}
+
+// checkRevertedAsKubeadmRenders: revert after an upgrade leaves the cluster
+// as kubeadm v1.37.1 does without yurtdns: manifests as it renders them
+// (kubeadm upgrade diff finds nothing to change), kubeadm-config without
+// install's flags, kubelet-config's clusterDNS back on kube-dns.
+func checkRevertedAsKubeadmRenders(t *testing.T) {
+	ctx := context.Background()
+	m := kc.Master()
+	out, err := m.Run(ctx, kc.Kubeadm(cluster.KubernetesVersion), "upgrade", "diff", cluster.KubernetesVersion)
+	if err != nil || regexp.MustCompile(`(?m)^[-+]\s`).MatchString(out) {
+		t.Errorf("kubeadm upgrade diff after revert: the manifests are not as kubeadm %s renders them (%v):\n%s", cluster.KubernetesVersion, err, out)
+	}
+	manifest, err := os.ReadFile(filepath.Join(m.StateDir("etc/kubernetes"), "manifests", "kube-apiserver.yaml"))
+	if err != nil || strings.Contains(string(manifest), "dnsPolicy") || !strings.Contains(string(manifest), "kube-apiserver:"+cluster.KubernetesVersion) {
+		t.Errorf("kube-apiserver.yaml after revert (%v):\n%s", err, manifest)
+	}
+	if _, err := os.Stat(filepath.Join(inNode(m, cluster.KubeadmPatchesDir), staticpod.KubeadmPatchFile)); !os.IsNotExist(err) {
+		t.Errorf("install's kubeadm patch after revert: %v", err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, kubeadmconfig.ConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := kubeadmconfig.ExtraArg(cm.Data[kubeadmconfig.Key], kubeadmconfig.APIServer, "kubelet-preferred-address-types"); ok || err != nil {
+		t.Errorf("kubeadm-config after revert still has kubelet-preferred-address-types=%s (%v)", v, err)
+	}
+	kubelet, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubelet-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := nodelocal.ParseKubeletConfig([]byte(kubelet.Data["kubelet"]))
+	if err != nil || !slices.Equal(cfg.ClusterDNS, []string{cluster.KubeDNSIP()}) {
+		t.Errorf("kubelet-config's clusterDNS after revert: %v (%v), want %s", cfg.ClusterDNS, err, cluster.KubeDNSIP())
+	}
+	svc, err := cs.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	if _, ok := svc.Annotations["openyurt.io/topologyKeys"]; err != nil || ok {
+		t.Errorf("kube-dns annotations after revert: %v %v", svc.Annotations, err)
+	}
+	checkReverted(t, ctx)
+}
+
+// checkLogsAndExec: kubectl logs and exec of a pod on worker-1 work; the
+// caller has worker-1 refuse its kubelet port to everyone but itself, so
+// they come through yurt-tunnel-server and worker-1's yurt-tunnel-agent, by
+// node name.
+func checkLogsAndExec(t *testing.T) {
+	ctx := context.Background()
+	worker := kc.Node("worker-1")
+	pod := podOn(t, "k8s-app=kube-proxy", worker.Name)
+	if logs, err := kc.Kubectl(ctx, "-n", "kube-system", "logs", pod, "--tail=3"); err != nil || strings.TrimSpace(logs) == "" {
+		t.Errorf("kubectl logs %s on worker-1: %v %q", pod, err, logs)
+	}
+	want := worker.Version()
+	if out, err := kc.Kubectl(ctx, "-n", "kube-system", "exec", pod, "--", "/usr/local/bin/kube-proxy", "--version"); err != nil || !strings.Contains(out, want) {
+		t.Errorf("kubectl exec %s on worker-1: %v %q, want %s", pod, err, out, want)
+	}
+}
