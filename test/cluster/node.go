@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 //go:embed nodens.sh
@@ -352,16 +353,20 @@ func (n *Node) startKubeletOnce() (*process, error) {
 // UpgradeKubelet moves the node's kubelet and kubeadm to KubernetesVersion
 // as an operator does after `kubeadm upgrade apply` or `kubeadm upgrade
 // node`: the new binaries in place, then `systemctl restart kubelet`. It
-// waits until the Node reports that kubelet version and is Ready.
+// waits until the Node reports that kubelet version and is Ready, and its
+// static pods have settled: the new kubelet restarts those whose container
+// hash it computes anew (kube-apiserver among them, whose RBAC then
+// refuses the admin until its caches sync).
 func (n *Node) UpgradeKubelet(ctx context.Context) error {
 	n.StopKubelet()
 	n.setVersion(KubernetesVersion)
+	restarted := time.Now()
 	n.StartKubelet()
 	cs, err := n.c.Clientset()
 	if err != nil {
 		return err
 	}
-	return n.c.retry(ctx, 3*time.Minute, fmt.Sprintf("Node %s Ready with kubelet %s", n.objectName(), KubernetesVersion), func() error {
+	err = n.c.retry(ctx, 3*time.Minute, fmt.Sprintf("Node %s Ready with kubelet %s", n.objectName(), KubernetesVersion), func() error {
 		node, err := cs.CoreV1().Nodes().Get(ctx, n.objectName(), metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -375,6 +380,44 @@ func (n *Node) UpgradeKubelet(ctx context.Context) error {
 			}
 		}
 		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return n.waitStaticPodsSettled(ctx, cs, restarted)
+}
+
+// waitStaticPodsSettled waits until each of the node's static pods is Ready
+// with its containers started since the kubelet restarted, or left running
+// for 30 s (the kubelet syncs them as it starts); then until the admin is
+// allowed to read Nodes again.
+func (n *Node) waitStaticPodsSettled(ctx context.Context, cs kubernetes.Interface, restarted time.Time) error {
+	err := n.c.retry(ctx, 3*time.Minute, "the static pods of "+n.Name+" settled under the new kubelet", func() error {
+		pods, err := cs.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.objectName()})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; !mirror {
+				continue
+			}
+			if !PodReady(&p) {
+				return fmt.Errorf("%s not Ready", p.Name)
+			}
+			for _, c := range p.Status.ContainerStatuses {
+				if r := c.State.Running; r == nil || (r.StartedAt.Time.Before(restarted) && time.Since(restarted) < 30*time.Second) {
+					return fmt.Errorf("%s not restarted yet", p.Name)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return n.c.retry(ctx, time.Minute, "the admin allowed to get Nodes", func() error {
+		_, err := cs.CoreV1().Nodes().Get(ctx, n.objectName(), metav1.GetOptions{})
+		return err
 	})
 }
 

@@ -31,23 +31,28 @@ func TestKubeadmUpgrade(t *testing.T) {
 	// Pods made before install ask through kube-dns's ClusterIP all along;
 	// revert must not break them either.
 	before := []podNetns{startPausePod(t, "upgrade-m1", "master-1"), startPausePod(t, "upgrade-w1", "worker-1")}
-	probes := startUpgradeProbes(before)
+	// Node names answer once install is done; a ClusterIP Service all along.
+	probes := startProbe("", probeName, "", askers(before))
 
-	for _, args := range [][]string{{"install", "--control-plane-jobs"}, {"install", "--control-plane-jobs", "--node-local-dns"}} {
+	install := func(args ...string) {
 		started := time.Now()
 		if _, err := runSync(t, args...); err != nil {
 			t.Fatalf("%s: %v", strings.Join(args, " "), err)
 		}
 		t.Logf("%s took %s", strings.Join(args, " "), time.Since(started).Round(100*time.Millisecond))
 	}
+	install("install", "--control-plane-jobs")
+	probes.finish(t, "install, asked from pods made before it")
+	nodeNames := startUpgradeProbes(before)
+	install("install", "--control-plane-jobs", "--node-local-dns")
+	nodeNames.finish(t, "install --node-local-dns, asked from pods made before install")
 	// And pods that ask the node-local cache.
 	after := []podNetns{startPausePod(t, "upgrade-local-m1", "master-1"), startPausePod(t, "upgrade-local-w1", "worker-1")}
 	local := startUpgradeProbes(after)
-	probes.finish(t, "install, asked from pods made before it")
 
 	t.Run("kubeadm upgrade as the README gives it", func(t *testing.T) {
 		probes := startUpgradeProbes(before)
-		upgrade(t, cluster.KubeadmPatchesDir)
+		upgrade(t)
 		probes.finish(t, "the documented upgrade, asked from pods made before install")
 		checkUpgradeKeptInstall(t)
 	})
@@ -105,7 +110,8 @@ func TestKubeadmUpgrade(t *testing.T) {
 		}
 		waitPodGone(t, p.name)
 	}
-	probes = startUpgradeProbes(before)
+	// Node names answer until the records go, then as kubeadm's CoreDNS has them.
+	probes = startProbe("", probeName, "", askers(before))
 	if _, err := runSync(t, "revert"); err != nil {
 		t.Fatalf("revert after the upgrade: %v", err)
 	}
@@ -122,16 +128,17 @@ func inNode(n *cluster.Node, path string) string {
 // each node's kubelet swapped and restarted after its kubeadm upgrade. No
 // drain: the DNS pods are DaemonSets, which a drain leaves, and master-1's
 // other pods (yurt-tunnel-server, yurt-manager) would move to the edge node.
-func upgrade(t *testing.T, patches string) {
+func upgrade(t *testing.T) {
+	patches := cluster.KubeadmPatchesDir
 	ctx := context.Background()
 	kubeadm := kc.Kubeadm(cluster.KubernetesVersion)
 	for _, n := range kc.Nodes {
-		args := []string{"upgrade", "node", "--patches", patches}
+		args := []string{"upgrade", "node"}
 		if n == kc.Master() {
-			args = []string{"upgrade", "apply", cluster.KubernetesVersion, "--yes", "--patches", patches,
-				// cgroups v1: kubeadm init's one hard preflight error here too.
-				"--ignore-preflight-errors", "SystemVerification"}
+			args = []string{"upgrade", "apply", cluster.KubernetesVersion, "--yes"}
 		}
+		// cgroups v1: kubeadm init's one hard preflight error here too.
+		args = append(args, "--patches", patches, "--ignore-preflight-errors", "SystemVerification")
 		started := time.Now()
 		if out, err := n.Run(ctx, kubeadm, args...); err != nil {
 			t.Fatalf("kubeadm %s on %s: %v\n%s", strings.Join(args, " "), n.Name, err, out)
