@@ -47,8 +47,11 @@ func installedArgs(rec engine.Record) ([]kubeadmconfig.Arg, error) {
 	for _, a := range []kubeadmconfig.Arg{{Component: kubeadmconfig.APIServer, Name: "kubelet-preferred-address-types"},
 		{Component: kubeadmconfig.ControllerManager, Name: "controllers"}} {
 		after, ok, err := kubeadmconfig.ExtraArg(rec.After, a.Component, a.Name)
-		if err != nil || !ok {
+		if err != nil {
 			return nil, err
+		}
+		if !ok {
+			continue
 		}
 		before, had, err := kubeadmconfig.ExtraArg(rec.Before, a.Component, a.Name)
 		if err != nil {

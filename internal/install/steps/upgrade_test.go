@@ -52,6 +52,12 @@ func TestRevertAfterKubeadmReMarshals(t *testing.T) {
 				t.Errorf("after revert:\n%s\nwant\n%s", reverted, want)
 			}
 		}},
+		// OpenYurt v1.6 or later: kube-controller-manager left alone, one flag only.
+		{"kubeadm-config, node lifecycle kept", kubeadmConfigEdit(true), clusterConfig, func(t *testing.T, reverted string) {
+			if want := upgrade(clusterConfig); reverted != want {
+				t.Errorf("after revert:\n%s\nwant\n%s", reverted, want)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			value := tc.before
