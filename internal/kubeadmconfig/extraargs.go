@@ -9,6 +9,8 @@ package kubeadmconfig
 import (
 	"fmt"
 
+	"github.com/yurtdns/yurtdns/internal/textedit"
+
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
@@ -96,20 +98,7 @@ func UnsetExtraArgs(text string, args []Arg, before string) (string, error) {
 }
 
 func parse(text string) (*yaml.RNode, error) {
-	if len(text) > maxConfig {
-		return nil, fmt.Errorf("ClusterConfiguration of %d bytes: over %d", len(text), maxConfig)
-	}
-	n, err := yaml.Parse(text)
-	if err != nil {
-		return nil, fmt.Errorf("parsing the ClusterConfiguration: %w", err)
-	}
-	if n.YNode().Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("the ClusterConfiguration is not a YAML mapping")
-	}
-	if kind := n.GetKind(); kind != "ClusterConfiguration" {
-		return nil, fmt.Errorf("kind %q: not a ClusterConfiguration", kind)
-	}
-	return n, nil
+	return textedit.ParseKind(text, "ClusterConfiguration", "ClusterConfiguration", maxConfig)
 }
 
 // extraArgs is component's extraArgs node, nil when absent.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/yurtdns/yurtdns/internal/textedit"
+
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
@@ -82,20 +84,7 @@ func SetClusterDNS(data []byte, servers []string) (out []byte, changed bool, err
 }
 
 func parseConfig(data []byte) (*yaml.RNode, error) {
-	if len(data) > maxKubeletConfig {
-		return nil, fmt.Errorf("kubelet configuration of %d bytes: over %d", len(data), maxKubeletConfig)
-	}
-	n, err := yaml.Parse(string(data))
-	if err != nil {
-		return nil, fmt.Errorf("parsing the kubelet configuration: %w", err)
-	}
-	if n.YNode().Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("the kubelet configuration is not a YAML mapping")
-	}
-	if kind := n.GetKind(); kind != "KubeletConfiguration" {
-		return nil, fmt.Errorf("kind %q: not a KubeletConfiguration", kind)
-	}
-	return n, nil
+	return textedit.ParseKind(string(data), "KubeletConfiguration", "kubelet configuration", maxKubeletConfig)
 }
 
 func stringList(n *yaml.RNode, field string) ([]string, error) {

@@ -1,0 +1,27 @@
+package textedit
+
+import (
+	"fmt"
+
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// ParseKind parses a configuration file of one kind (a
+// KubeletConfiguration, a ClusterConfiguration) for a comment-keeping edit:
+// at most max bytes, one YAML mapping of that kind; what names it in errors.
+func ParseKind(text, kind, what string, max int) (*kyaml.RNode, error) {
+	if len(text) > max {
+		return nil, fmt.Errorf("%s of %d bytes: over %d", what, len(text), max)
+	}
+	n, err := kyaml.Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the %s: %w", what, err)
+	}
+	if n.YNode().Kind != kyaml.MappingNode {
+		return nil, fmt.Errorf("the %s is not a YAML mapping", what)
+	}
+	if got := n.GetKind(); got != kind {
+		return nil, fmt.Errorf("kind %q: not a %s", got, kind)
+	}
+	return n, nil
+}
