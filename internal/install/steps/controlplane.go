@@ -36,15 +36,14 @@ func controlPlaneStep() engine.Step {
 			var res engine.Result
 			if env.Options.ControlPlaneJobs {
 				res, err = installByJobs(ctx, env, ss, keep)
-			} else {
-				res, err = installLocally(ctx, env, ss, keep)
-			}
-			if keep && err == nil {
-				if res.Summary == "already applied" {
-					res.Summary += " (" + leftAlone(why) + ")"
-				} else {
+				if keep && err == nil && res.Changed {
 					res.Summary += "; " + leftAlone(why)
 				}
+			} else {
+				res, err = installLocally(ctx, env, ss, keep, why)
+			}
+			if keep && err == nil && !res.Changed {
+				res.Summary += " (" + leftAlone(why) + ")"
 			}
 			if err != nil {
 				return engine.Result{}, err
@@ -118,8 +117,9 @@ func installByJobs(ctx context.Context, env *engine.Env, ss *engine.StepState, k
 	return res, err
 }
 
-// installLocally patches --manifests-dir on this node.
-func installLocally(ctx context.Context, env *engine.Env, ss *engine.StepState, keep bool) (engine.Result, error) {
+// installLocally patches --manifests-dir on this node; why says why
+// kube-controller-manager is kept.
+func installLocally(ctx context.Context, env *engine.Env, ss *engine.StepState, keep bool, why string) (engine.Result, error) {
 	dir, patches := env.Options.ManifestsDir, kubeadmPatchesDir(env.Options.KubeadmPatchesDir, env.Options.ManifestsDir)
 	plan, err := staticpod.PatchManifests(ctx, dir, env.Options.BackupDir, staticpod.ManifestOptions{DryRun: true,
 		TestOnlyExtraFlags: env.Options.TestOnlyExtraFlags, KeepNodeLifecycle: keep, KubeadmPatchesDir: patches})
@@ -138,7 +138,7 @@ func installLocally(ctx context.Context, env *engine.Env, ss *engine.StepState, 
 	}
 	res.Summary = "kube-controller-manager --controllers gains -nodelifecycle; kube-apiserver prefers Hostname and resolves it through cluster DNS"
 	if keep {
-		res.Summary = "kube-apiserver prefers Hostname and resolves it through cluster DNS"
+		res.Summary = "kube-apiserver prefers Hostname and resolves it through cluster DNS; " + leftAlone(why)
 	}
 	if env.Options.DryRun {
 		return res, nil
@@ -213,8 +213,11 @@ func controlPlaneStatus(ctx context.Context, env *engine.Env, ss *engine.StepSta
 	}
 	if ss.Records[engine.JobsRecordKey].Jobs != nil || dir == "" {
 		live, err := liveControlPlane(ctx, env, keep)
-		if err != nil {
+		if err != nil && ss.Applied {
 			return engine.Drifted, err.Error(), nil
+		}
+		if err != nil {
+			return engine.NotApplied, err.Error(), nil
 		}
 		missing = append(missing, live...)
 	} else {
