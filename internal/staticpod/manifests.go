@@ -157,13 +157,39 @@ func addFlag(manifest []byte, component, flag string) ([]byte, error) {
 // none; it reports whether anything changed.
 func (p *staticPod) unsetFlag(name string, orig *staticPod) bool {
 	if value, i := orig.flag(name); i >= 0 {
-		return p.setFlag(name, value)
+		changed := p.setFlag(name, value)
+		return p.moveBefore(name, orig, i+1) || changed
 	}
 	_, i := p.flag(name)
 	if i < 0 {
 		return false
 	}
 	p.command.Content = slices.Delete(p.command.Content, i, i+1)
+	return true
+}
+
+// moveBefore puts --name where orig has it: before the argument orig has at
+// index next. kubeadm renders a flag from extraArgs after its defaults and
+// without it in their order, so the flag goes back where kubeadm puts it.
+func (p *staticPod) moveBefore(name string, orig *staticPod, next int) bool {
+	if next >= len(orig.command.Content) {
+		return false
+	}
+	successor, _, _ := strings.Cut(orig.command.Content[next].Value, "=")
+	_, i := p.flag(name)
+	j := slices.IndexFunc(p.command.Content, func(n *yaml.Node) bool {
+		before, _, _ := strings.Cut(n.Value, "=")
+		return before == successor
+	})
+	if i < 0 || j < 0 || j == i+1 {
+		return false
+	}
+	node := p.command.Content[i]
+	p.command.Content = slices.Delete(p.command.Content, i, i+1)
+	if j > i {
+		j--
+	}
+	p.command.Content = slices.Insert(p.command.Content, j, node)
 	return true
 }
 

@@ -193,6 +193,10 @@ func checkUpgradeKeptInstall(t *testing.T) {
 	if err != nil || !strings.HasSuffix(apiserver.Spec.Containers[0].Image, ":"+cluster.KubernetesVersion) {
 		t.Errorf("kube-apiserver after the upgrade: %v", err)
 	}
+	// kubeadm's kube-proxy addon replaced the DaemonSet: its pods roll.
+	if out, err := kc.Kubectl(ctx, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=3m"); err != nil {
+		t.Errorf("kube-proxy's rollout after the upgrade: %v\n%s", err, out)
+	}
 	// The upgrade restarted kube-apiserver, and yurt-tunnel-server exits
 	// when it loses it: the kubelet's back-off brings it back.
 	waitTunnelEndpoints(t, 5*time.Minute)
