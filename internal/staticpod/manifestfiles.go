@@ -88,7 +88,7 @@ func PatchManifests(ctx context.Context, manifestsDir, backupDir string, o Manif
 		path      string
 		old, next []byte
 		mode      fs.FileMode
-		change    *ManifestChange
+		unpatch   func(manifest, orig []byte) ([]byte, bool, error)
 	}
 	var plan []planned
 	var changes []ManifestChange
@@ -123,7 +123,7 @@ func PatchManifests(ctx context.Context, manifestsDir, backupDir string, o Manif
 		changes = append(changes, ManifestChange{Path: path, Changed: changed})
 		if changed {
 			changes[len(changes)-1].Diff = textedit.UnifiedDiff(path, old, next)
-			plan = append(plan, planned{component: mp.Component, path: path, old: old, next: next, mode: info.Mode().Perm()})
+			plan = append(plan, planned{component: mp.Component, path: path, old: old, next: next, mode: info.Mode().Perm(), unpatch: mp.Unpatch})
 		}
 	}
 	if o.DryRun || len(plan) == 0 {
@@ -139,8 +139,18 @@ func PatchManifests(ctx context.Context, manifestsDir, backupDir string, o Manif
 		// The file as it is before this patch is its original: a manifest
 		// install patched is not patched again, so one that needs it was
 		// rendered again since (kubeadm upgrade), and an older backup would
-		// put back an older version on revert.
-		if err := writeAtomic(backupDir, BackupPath(backupDir, p.path), p.old, 0o600); err != nil {
+		// put back an older version on revert. What kubeadm rendered from
+		// install's flags in kubeadm-config goes back as the older backup
+		// had it.
+		backup, orig := BackupPath(backupDir, p.path), p.old
+		if prev, err := os.ReadFile(backup); err == nil {
+			if orig, _, err = p.unpatch(p.old, prev); err != nil {
+				return nil, fmt.Errorf("%s: %w", backup, err)
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		if err := writeAtomic(backupDir, backup, orig, 0o600); err != nil {
 			return nil, fmt.Errorf("backing up %s: %w", p.path, err)
 		}
 		note, err := o.Kubelet.replace(ctx, p.component, backupDir, p.path, p.next, p.old, p.mode)

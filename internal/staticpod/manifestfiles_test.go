@@ -144,13 +144,19 @@ func TestPatchManifestsKeepsNodeLifecycle(t *testing.T) {
 	}
 }
 
-// upgraded is a manifest as a newer kubeadm renders it: version moved on,
-// and with install's edits when kubeadm-config and the kubeadm patch carried
-// them, a flag from extraArgs after kubeadm's own flags.
-func upgraded(t *testing.T, mp ManifestPatch, withEdits bool) []byte {
+// The ways a newer kubeadm renders a manifest install patched.
+const (
+	withoutEdits = iota // install's flags taken out of kubeadm-config
+	flagsOnly           // kubeadm-config's flags, no --patches (no dnsPolicy)
+	allEdits            // kubeadm-config's flags and install's kubeadm patch
+)
+
+// upgraded is a manifest as a newer kubeadm renders it: version moved on; a
+// flag from kubeadm-config's extraArgs after kubeadm's own flags.
+func upgraded(t *testing.T, mp ManifestPatch, render int) []byte {
 	t.Helper()
 	data := []byte(strings.ReplaceAll(string(readFixture(t, mp.Component+".yaml")), ":v1.37.1", ":v1.38.0"))
-	if !withEdits {
+	if render == withoutEdits {
 		return data
 	}
 	for _, flag := range []string{"kubelet-preferred-address-types", "controllers"} {
@@ -160,6 +166,9 @@ func upgraded(t *testing.T, mp ManifestPatch, withEdits bool) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if render == flagsOnly {
+		data = []byte(strings.Replace(string(data), "  dnsPolicy: ClusterFirstWithHostNet\n", "", 1))
+	}
 	return data
 }
 
@@ -168,8 +177,8 @@ func upgraded(t *testing.T, mp ManifestPatch, withEdits bool) []byte {
 // one rendered without them, then patched by install again, gets the
 // upgraded original back byte for byte.
 func TestRestoreAfterKubeadmUpgrade(t *testing.T) {
-	for _, withEdits := range []bool{true, false} {
-		t.Run(fmt.Sprintf("rendered with install's edits %v", withEdits), func(t *testing.T) {
+	for _, render := range []int{allEdits, flagsOnly, withoutEdits} {
+		t.Run(fmt.Sprintf("rendered %d", render), func(t *testing.T) {
 			ctx := context.Background()
 			dir := kubeadmDir(t)
 			backups := filepath.Join(filepath.Dir(dir), "yurtdns-backup")
@@ -177,11 +186,11 @@ func TestRestoreAfterKubeadmUpgrade(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, mp := range ControlPlanePatches {
-				if err := os.WriteFile(filepath.Join(dir, mp.Component+".yaml"), upgraded(t, mp, withEdits), 0o600); err != nil {
+				if err := os.WriteFile(filepath.Join(dir, mp.Component+".yaml"), upgraded(t, mp, render), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if !withEdits {
+			if render != allEdits {
 				// The plain upgrade undid them: install applies them again.
 				if _, err := PatchManifests(ctx, dir, backups, ManifestOptions{}); err != nil {
 					t.Fatal(err)
@@ -193,7 +202,7 @@ func TestRestoreAfterKubeadmUpgrade(t *testing.T) {
 			}
 			for _, mp := range ControlPlanePatches {
 				got, _ := os.ReadFile(filepath.Join(dir, mp.Component+".yaml"))
-				if want := upgraded(t, mp, false); string(got) != string(want) {
+				if want := upgraded(t, mp, withoutEdits); string(got) != string(want) {
 					t.Errorf("%s after revert:\n%s\nwant\n%s", mp.Component, got, want)
 				}
 			}
@@ -212,14 +221,14 @@ func TestRestoreLeavesAManifestWithoutInstallsEdits(t *testing.T) {
 	}
 	apiserver := ControlPlanePatches[1]
 	path := filepath.Join(dir, apiserver.Component+".yaml")
-	if err := os.WriteFile(path, upgraded(t, apiserver, false), 0o600); err != nil {
+	if err := os.WriteFile(path, upgraded(t, apiserver, withoutEdits), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	restored, kept, err := RestoreManifests(ctx, dir, backups, ManifestOptions{})
 	if err != nil || len(restored) != 1 || len(kept) != 1 || kept[0] != path {
 		t.Fatalf("restored %v kept %v: %v", restored, kept, err)
 	}
-	if got, _ := os.ReadFile(path); string(got) != string(upgraded(t, apiserver, false)) {
+	if got, _ := os.ReadFile(path); string(got) != string(upgraded(t, apiserver, withoutEdits)) {
 		t.Errorf("kube-apiserver.yaml was changed:\n%s", got)
 	}
 }
