@@ -142,7 +142,8 @@ CLUSTER_PKGS := ./test/cluster ./test/realcluster
 test: prereqs
 	$(GO) vet ./...
 	$(MAKE) -j2 test-unit test-e2e
-	$(GO) test -count=1 -p 1 -timeout 50m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; exit $${PIPESTATUS[0]}
+	$(GO) test -count=1 -p 1 -timeout 50m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|--- |\s+\S+\.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; \
+		status=$${PIPESTATUS[0]}; [ $$status = 0 ] || awk -f hack/failures.awk $(BIN)/cluster-test.txt; exit $$status
 	hack/fuzz.sh $(TEST_FUZZTIME)
 
 # test-unit and test-e2e run side by side in make test: the e2e tests mostly

@@ -1,0 +1,17 @@
+# failures.awk: from `go test -v` output, what each failed test printed (its
+# file:line messages, each with up to 20 continuation lines), after the run:
+# go test streams t.Errorf at the moment it happens, often far above the
+# "--- FAIL" line a CI excerpt shows.
+# Usage: awk -f hack/failures.awk test-output.txt
+/^=== (RUN|CONT|NAME) / { test = $3; sub(/\/.*/, "", test); cont = 0; next }
+/^[ \t]*--- FAIL: / { t = $3; sub(/\/.*/, "", t); failed[t] = 1; next }
+/^[ \t]+[^ \t]+\.go:[0-9]+: / { n[test]++; out[test, n[test]] = $0; cont = 20; next }
+/^(        |\t\t)/ && cont > 0 { n[test]++; out[test, n[test]] = $0; cont--; next }
+{ cont = 0 }
+END {
+	for (t in failed) {
+		print "=== what " t " printed (it failed):"
+		from = n[t] > 300 ? n[t] - 300 : 0
+		for (i = from + 1; i <= n[t]; i++) print out[t, i]
+	}
+}
