@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,13 +31,15 @@ func NewReconciler(mgr manager.Manager, cfg Config) *Reconciler {
 		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder(ControllerName),
 	}
-	r.nodes = newNodeStore(cfg.EdgeNodeSelector, debouncedAdd(cfg.Debounce, &r.trigger))
+	r.nodes = newNodeStore(cfg.EdgeNodeSelector, r.nodeChanged)
 	return r
 }
 
-// SetupWithManager wires the controller: every change of a node's labels or
-// addresses, of the tunnel Service, of the records ConfigMap, of the server
-// config and of Raven's config enqueues the one sync key, debounced.
+// SetupWithManager wires the controller: a change of a node's labels or
+// addresses enqueues its shard's key and the single ConfigMap's; a change
+// of the tunnel Service, of the records ConfigMap or a shard (not the
+// sync's own write), of the server config or of Raven's config enqueues
+// the full sync. Each key is debounced. Shards are synced in parallel.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	nodes, err := newNodeInformer(mgr.GetConfig(), r.nodes)
 	if err != nil {
@@ -46,10 +50,10 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: shardWriters}).
 		WatchesRawSource(r.nodes).
-		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, debounced[*corev1.Service](r.cfg.Debounce, &r.trigger), notOwnWrite[*corev1.Service](&r.own))).
-		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r.cfg.Debounce, &r.trigger), notOwnWrite[*corev1.ConfigMap](&r.own)))
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, debounced[*corev1.Service](r), notOwnWrite[*corev1.Service](&r.own))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r), notOwnWrite[*corev1.ConfigMap](&r.own)))
 	for _, c := range []struct {
 		name   string
 		reader *client.Reader
@@ -62,9 +66,37 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 			return err
 		}
 		*c.reader = named
-		b = b.WatchesRawSource(source.Kind(named, &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r.cfg.Debounce, &r.trigger)))
+		b = b.WatchesRawSource(source.Kind(named, &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r)))
 	}
 	return b.Complete(r)
+}
+
+// nodeChanged enqueues what a change of node name (""; any node) rewrites:
+// its shard of the set last written, and the single ConfigMap; the full
+// sync while no set is written (or shards are off), or on a list.
+func (r *Reconciler) nodeChanged(q workqueue.TypedRateLimitingInterface[reconcile.Request], name string) {
+	count := r.shards.count()
+	if name == "" || count == 0 {
+		r.enqueue(q, syncRequest)
+		return
+	}
+	r.enqueue(q, r.shardRequest(tunnelnodes.ShardOf(name, count), count))
+	if !r.cfg.SkipSingleConfigMap {
+		r.enqueue(q, r.singleRequest())
+	}
+}
+
+// enqueue adds req at once when its last sync started more than the
+// debounce ago (a lone change is written without waiting), else when the
+// debounce has passed since, so changes in a burst are written together,
+// at most one sync of a key per debounce (as kube-proxy's
+// min-sync-period). The queue keeps the earliest time for a waiting key.
+func (r *Reconciler) enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request) {
+	if wait := r.trigger.mark(req, time.Now(), r.cfg.Debounce); wait > 0 {
+		q.AddAfter(req, wait)
+		return
+	}
+	q.Add(req)
 }
 
 // notOwnWrite drops the watch event that echoes the sync's own write (see
@@ -76,26 +108,9 @@ func notOwnWrite[T client.Object](own *ownWrites) predicate.TypedPredicate[T] {
 	}
 }
 
-// debouncedAdd enqueues the single sync key as debounced says.
-func debouncedAdd(delay time.Duration, trigger *triggerClock) func(workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	return func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		now := time.Now()
-		trigger.mark(now)
-		if wait := trigger.sinceLastSync(now, delay); wait > 0 {
-			q.AddAfter(syncRequest, wait)
-			return
-		}
-		q.Add(syncRequest)
-	}
-}
-
-// debounced enqueues the single sync key: at once when no sync started
-// within the last delay (a lone node change is written without waiting),
-// else when delay has passed since the last one started, so changes in a
-// burst are written together, at most one sync per delay (as kube-proxy's
-// min-sync-period). The queue keeps the earliest time for a waiting key.
-func debounced[T client.Object](delay time.Duration, trigger *triggerClock) handler.TypedFuncs[T, reconcile.Request] {
-	add := debouncedAdd(delay, trigger)
+// debounced enqueues the full sync on every event, debounced (enqueue).
+func debounced[T client.Object](r *Reconciler) handler.TypedFuncs[T, reconcile.Request] {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { r.enqueue(q, syncRequest) }
 	return handler.TypedFuncs[T, reconcile.Request]{
 		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q)

@@ -36,23 +36,35 @@ import (
 const nodeListPageSize = 500
 
 // nodeStore keeps tunnelnodes.Node of every Node, by name: the reflector's
-// store. A change of what the records are made of enqueues the sync.
+// store. A change of what the records are made of tells the controller
+// which node changed; a kubelet's status update is decoded, compared and
+// dropped.
 type nodeStore struct {
 	edge labels.Selector
 
-	mu     gosync.RWMutex
-	nodes  map[string]tunnelnodes.Node
-	synced bool
+	mu gosync.RWMutex
+	// buckets hold the nodes by tunnelnodes.ShardOf(name, MaxShards): shard i
+	// of a set of count (a power of two up to MaxShards) is buckets i,
+	// i+count, i+2·count…, so one shard's nodes are read without a pass
+	// over the fleet.
+	buckets [tunnelnodes.MaxShards]map[string]tunnelnodes.Node
+	len     int
+	synced  bool
 	// queue is the controller's, once it started; a change before that is
 	// remembered in pending.
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 	pending bool
-	enqueue func(workqueue.TypedRateLimitingInterface[reconcile.Request])
+	// changed tells the controller of a change of node name; "" is a
+	// (re)list, which may have changed any.
+	changed func(q workqueue.TypedRateLimitingInterface[reconcile.Request], name string)
 }
 
-func newNodeStore(edge labels.Selector, enqueue func(workqueue.TypedRateLimitingInterface[reconcile.Request])) *nodeStore {
-	return &nodeStore{edge: edge, nodes: map[string]tunnelnodes.Node{}, enqueue: enqueue}
+func newNodeStore(edge labels.Selector, changed func(workqueue.TypedRateLimitingInterface[reconcile.Request], string)) *nodeStore {
+	return &nodeStore{edge: edge, changed: changed}
 }
+
+// bucketOf is the index of name's bucket.
+func bucketOf(name string) int { return tunnelnodes.ShardOf(name, tunnelnodes.MaxShards) }
 
 // node is what the records need of obj: a watched *corev1.Node or a
 // listed *listedNode.
@@ -76,13 +88,21 @@ func (s *nodeStore) Update(obj any) error {
 	if err != nil {
 		return err
 	}
+	b := bucketOf(n.Name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.nodes[n.Name]; ok && old.Equal(&n) {
+	old, found := s.buckets[b][n.Name]
+	if found && old.Equal(&n) {
 		return nil
 	}
-	s.nodes[n.Name] = n
-	s.changedLocked()
+	if s.buckets[b] == nil {
+		s.buckets[b] = map[string]tunnelnodes.Node{}
+	}
+	s.buckets[b][n.Name] = n
+	if !found {
+		s.len++
+	}
+	s.changedLocked(n.Name)
 	return nil
 }
 
@@ -92,50 +112,63 @@ func (s *nodeStore) Delete(obj any) error {
 	if err != nil {
 		return err
 	}
+	b := bucketOf(n.Name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.nodes, n.Name)
-	s.changedLocked()
+	if _, found := s.buckets[b][n.Name]; found {
+		delete(s.buckets[b], n.Name)
+		s.len--
+	}
+	s.changedLocked(n.Name)
 	return nil
 }
 
 // Replace implements cache.ReflectorStore: a (re)list.
 func (s *nodeStore) Replace(list []any, _ string) error {
-	nodes := make(map[string]tunnelnodes.Node, len(list))
+	var buckets [tunnelnodes.MaxShards]map[string]tunnelnodes.Node
 	for _, obj := range list {
 		n, err := s.node(obj)
 		if err != nil {
 			return err
 		}
-		nodes[n.Name] = n
+		b := bucketOf(n.Name)
+		if buckets[b] == nil {
+			buckets[b] = map[string]tunnelnodes.Node{}
+		}
+		buckets[b][n.Name] = n
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nodes = nodes
+	s.buckets = buckets
+	s.len = 0
+	for _, b := range buckets {
+		s.len += len(b)
+	}
 	s.synced = true
-	s.changedLocked()
+	s.changedLocked("")
 	return nil
 }
 
 // Resync implements cache.ReflectorStore: nothing to resync.
 func (s *nodeStore) Resync() error { return nil }
 
-func (s *nodeStore) changedLocked() {
+func (s *nodeStore) changedLocked(name string) {
 	if s.queue == nil {
 		s.pending = true
 		return
 	}
-	s.enqueue(s.queue)
+	s.changed(s.queue, name)
 }
 
 // Start implements source.SyncingSource: the store hands the controller's
-// queue its changes, a change seen before now at once.
+// queue its changes, a change seen before now at once (as a list: the
+// controller may not know where a node goes yet).
 func (s *nodeStore) Start(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queue = q
 	if s.pending {
-		s.enqueue(q)
+		s.changed(q, "")
 	}
 	return nil
 }
@@ -160,13 +193,19 @@ func (s *nodeStore) HasSynced() bool {
 
 // All yields every node, under the store's read lock: the caller must not
 // keep the loop waiting on anything else.
-func (s *nodeStore) All() iter.Seq[*tunnelnodes.Node] {
+func (s *nodeStore) All() iter.Seq[*tunnelnodes.Node] { return s.Shard(0, 1) }
+
+// Shard yields the nodes of shard index of a set of count (a power of two
+// up to MaxShards), under the store's read lock, as All.
+func (s *nodeStore) Shard(index, count int) iter.Seq[*tunnelnodes.Node] {
 	return func(yield func(*tunnelnodes.Node) bool) {
 		s.mu.RLock()
 		defer s.mu.RUnlock()
-		for _, n := range s.nodes {
-			if !yield(&n) {
-				return
+		for b := index; b < len(s.buckets); b += count {
+			for _, n := range s.buckets[b] {
+				if !yield(&n) {
+					return
+				}
 			}
 		}
 	}
@@ -176,7 +215,7 @@ func (s *nodeStore) All() iter.Seq[*tunnelnodes.Node] {
 func (s *nodeStore) Len() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.nodes)
+	return s.len
 }
 
 // nodeInformer runs the reflector of the node store on every replica, as

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	gosync "sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
@@ -21,11 +22,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// syncRequest is the only key: every event means "recompute everything".
+// syncRequest recomputes everything: at start, on a (re)list of the nodes,
+// on a change of the tunnel Service, the records ConfigMap or a config. A
+// node's change has the key of its shard (shardRequest) and of the single
+// records ConfigMap (singleRequest) instead: its cost does not grow with
+// the fleet.
 var syncRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "tunnel-nodes"}}
 
-// Reconciler computes the whole desired state from the caches, diffs it with
-// what is stored, and writes only the difference, with optimistic concurrency.
+// Reconciler computes the desired state from the caches, diffs it with what
+// is stored, and writes only the difference, with optimistic concurrency.
 type Reconciler struct {
 	cfg Config
 	// nodes are what the records need of every Node.
@@ -42,52 +47,61 @@ type Reconciler struct {
 	rulesConfig client.Reader
 	recorder    events.EventRecorder
 
+	// all is held exclusively by a full sync and shared by the sync of one
+	// shard or of the single ConfigMap (the queue never runs a key twice at
+	// once): a full sync's texts, computed before a shard's sync wrote a
+	// newer one, must not be written after it.
+	all gosync.RWMutex
 	trigger triggerClock
 	// own are the sync's latest writes: their watch events are no change.
 	own ownWrites
+	// shards is what the last writes left in the shard set.
+	shards shardTally
 	// singleTooLarge: the records were over the single ConfigMap's limit
 	// at the last sync (said once, on the change).
 	singleTooLarge bool
 	// shardsNamespaceMissing: the last shard write found no namespace
 	// (said once, on the change).
-	shardsNamespaceMissing bool
+	shardsNamespaceMissing atomic.Bool
 	// lastPortReport avoids repeating the same bad-entry report on every sync.
 	lastPortReport string
 }
 
-// triggerClock remembers when the first change since the last sync arrived
-// (the records ConfigMap carries it so yurthosts can measure end-to-end
-// latency) and when the last sync started (the debounce counts from it).
+// triggerClock remembers, for each key, when the first change since its
+// last sync arrived (the records carry it so yurthosts can measure
+// end-to-end latency) and when its last sync started (the debounce counts
+// from it).
 type triggerClock struct {
 	mu       gosync.Mutex
-	first    time.Time
-	lastSync time.Time
+	first    map[reconcile.Request]time.Time
+	lastSync map[reconcile.Request]time.Time
 }
 
-// sinceLastSync is how long a change at now waits so that syncs start at
-// least delay apart; zero or less: sync now.
-func (c *triggerClock) sinceLastSync(now time.Time, delay time.Duration) time.Duration {
+// mark notes a change for req at now, and returns how long it waits so
+// that req's syncs start at least delay apart; zero or less: sync now.
+func (c *triggerClock) mark(req reconcile.Request, now time.Time, delay time.Duration) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return delay - now.Sub(c.lastSync)
-}
-
-func (c *triggerClock) mark(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.first.IsZero() {
-		c.first = t
+	if c.first == nil {
+		c.first = map[reconcile.Request]time.Time{}
 	}
+	if _, ok := c.first[req]; !ok {
+		c.first[req] = now
+	}
+	return delay - now.Sub(c.lastSync[req])
 }
 
-// take starts a sync at now: the trigger time of its changes.
-func (c *triggerClock) take(now time.Time) time.Time {
+// take starts a sync of req at now: the trigger time of its changes.
+func (c *triggerClock) take(req reconcile.Request, now time.Time) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lastSync = now
-	t := c.first
-	c.first = time.Time{}
-	if t.IsZero() {
+	if c.lastSync == nil {
+		c.lastSync = map[reconcile.Request]time.Time{}
+	}
+	c.lastSync[req] = now
+	t, ok := c.first[req]
+	delete(c.first, req)
+	if !ok {
 		t = now
 	}
 	return t
@@ -139,46 +153,59 @@ func (w *ownWrites) isOwn(obj client.Object) bool {
 	return ok && rv == obj.GetResourceVersion()
 }
 
-// Reconcile implements reconcile.Reconciler.
-func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	logger := log.FromContext(ctx)
+// Reconcile implements reconcile.Reconciler: syncRequest syncs everything,
+// a shard's key that shard, the single ConfigMap's key that ConfigMap.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	start := time.Now()
 	defer func() { syncDuration.Observe(time.Since(start).Seconds()) }()
-	triggered := r.trigger.take(start)
-
-	svc := &corev1.Service{}
-	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.Service}, svc); {
-	case apierrors.IsNotFound(err):
-		svc = nil
-	case err != nil:
-		errorsTotal.WithLabelValues("api").Inc()
-		return reconcile.Result{}, fmt.Errorf("reading tunnel service: %w", err)
+	triggered := r.trigger.take(req, start)
+	switch index, count, ok := r.shardOf(req); {
+	case ok:
+		if result, done, err := r.syncShard(ctx, index, count, triggered); done {
+			return result, err
+		}
+		// The set is to change: only a full sync writes a new one.
+	case req == r.singleRequest():
+		return r.syncSingle(ctx, triggered)
 	}
-	rules, clusterIPs, ok, err := r.rules(ctx, svc)
+	return r.syncAll(ctx, triggered)
+}
+
+// syncAll computes every record and brings the shards, the single
+// ConfigMap and the Service's ports to what they say.
+func (r *Reconciler) syncAll(ctx context.Context, triggered time.Time) (reconcile.Result, error) {
+	r.all.Lock()
+	defer r.all.Unlock()
+	rules, annotations, ok, err := r.inputs(ctx, triggered)
 	if !ok || err != nil {
 		return reconcile.Result{}, err
 	}
-
-	entries, counts, skipped := desiredRecords(r.nodes.All(), r.nodes.Len(), rules)
-	recordsGauge.WithLabelValues("edge").Set(float64(counts.Edge))
-	recordsGauge.WithLabelValues("cloud").Set(float64(counts.Cloud))
-	recordsGauge.WithLabelValues("skipped").Set(float64(counts.Skipped))
-	for _, s := range skipped {
-		logger.V(1).Info("Node skipped", "node", s.Name, "reason", s.Reason)
+	// By bucket: a shard of any set is a union of buckets.
+	buckets := make([]bucketRecords, tunnelnodes.MaxShards)
+	var counts recordCounts
+	var skipped []skippedNode
+	for b := range buckets {
+		e, c, s := desiredRecords(r.nodes.Shard(b, tunnelnodes.MaxShards), 0, rules)
+		buckets[b] = bucketRecords{e, c}
+		counts = counts.plus(c)
+		skipped = append(skipped, s...)
 	}
+	setRecordsGauges(counts)
+	sortSkipped(skipped)
+	logSkipped(ctx, skipped)
 
-	annotations := map[string]string{
-		tunnelnodes.LastChangeTriggerTimeAnnotation: triggered.UTC().Format(time.RFC3339Nano),
-		tunnelnodes.TunnelClusterIPsAnnotation:      clusterIPs,
-	}
 	// The shards first: every coredns-yurt reads them; the single ConfigMap
 	// is for other readers. Neither failing keeps the other from its write.
 	var result reconcile.Result
 	var shardsErr, singleErr error
 	if r.cfg.ShardsNamespace != "" {
-		result, shardsErr = r.syncShards(ctx, entries, annotations, triggered)
+		result, shardsErr = r.syncShards(ctx, buckets, counts, annotations, triggered)
 	}
 	if !r.cfg.SkipSingleConfigMap {
+		entries := make([]tunnelnodes.HostEntry, 0, counts.Edge+counts.Cloud)
+		for _, b := range buckets {
+			entries = append(entries, b.entries...)
+		}
 		singleErr = r.syncRecords(ctx, entries, annotations, counts, triggered)
 	}
 	if err := errors.Join(shardsErr, singleErr); err != nil {
@@ -191,6 +218,47 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	lastSuccessTimestamp.SetToCurrentTime()
 	return result, nil
+}
+
+// singleRequest is the key of the single records ConfigMap's sync.
+func (r *Reconciler) singleRequest() reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.ConfigMap}}
+}
+
+// syncSingle writes the single records ConfigMap after a node's change.
+func (r *Reconciler) syncSingle(ctx context.Context, triggered time.Time) (reconcile.Result, error) {
+	r.all.RLock()
+	defer r.all.RUnlock()
+	if r.singleTooLarge && r.shards.bytes() > tunnelnodes.MaxHostsBytes {
+		return reconcile.Result{}, nil // still too large, and said so: no pass over the fleet
+	}
+	rules, annotations, ok, err := r.inputs(ctx, triggered)
+	if !ok || err != nil {
+		return reconcile.Result{}, err
+	}
+	entries, counts, _ := desiredRecords(r.nodes.All(), r.nodes.Len(), rules)
+	return reconcile.Result{}, r.syncRecords(ctx, entries, annotations, counts, triggered)
+}
+
+// inputs are the rules for the nodes and the annotations of a write
+// triggered then; ok is false when nothing must be written.
+func (r *Reconciler) inputs(ctx context.Context, triggered time.Time) (rules tunnelnodes.Rules, annotations map[string]string, ok bool, err error) {
+	svc := &corev1.Service{}
+	switch err := r.client.Get(ctx, types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.Service}, svc); {
+	case apierrors.IsNotFound(err):
+		svc = nil
+	case err != nil:
+		errorsTotal.WithLabelValues("api").Inc()
+		return nil, nil, false, fmt.Errorf("reading tunnel service: %w", err)
+	}
+	rules, clusterIPs, ok, err := r.rules(ctx, svc)
+	if !ok || err != nil {
+		return nil, nil, false, err
+	}
+	return rules, map[string]string{
+		tunnelnodes.LastChangeTriggerTimeAnnotation: triggered.UTC().Format(time.RFC3339Nano),
+		tunnelnodes.TunnelClusterIPsAnnotation:      clusterIPs,
+	}, true, nil
 }
 
 // rules are the layout's rules for the cluster as it is now, and the

@@ -1,11 +1,14 @@
 package tunnelsync
 
 import (
+	"context"
 	"iter"
 	"slices"
 	"strings"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // recordCounts says how many nodes became which kind of record.
@@ -45,8 +48,48 @@ func desiredRecords(nodes iter.Seq[*tunnelnodes.Node], n int, rules tunnelnodes.
 		}
 	}
 	counts.Skipped = len(skipped)
-	// The store is a map: name order keeps the skipped list (and its log
-	// lines) the same from one sync to the next.
-	slices.SortFunc(skipped, func(a, b skippedNode) int { return strings.Compare(a.Name, b.Name) })
+	sortSkipped(skipped)
 	return entries, counts, skipped
+}
+
+// sortSkipped puts skipped in name order: the store is a map, and the
+// order keeps the list (and its log lines) the same from one sync to the
+// next.
+func sortSkipped(skipped []skippedNode) {
+	slices.SortFunc(skipped, func(a, b skippedNode) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// plus is the sum of c and d.
+func (c recordCounts) plus(d recordCounts) recordCounts {
+	return recordCounts{Edge: c.Edge + d.Edge, Cloud: c.Cloud + d.Cloud, Skipped: c.Skipped + d.Skipped}
+}
+
+// minus is c without d.
+func (c recordCounts) minus(d recordCounts) recordCounts {
+	return recordCounts{Edge: c.Edge - d.Edge, Cloud: c.Cloud - d.Cloud, Skipped: c.Skipped - d.Skipped}
+}
+
+// names is the number of records: the names written.
+func (c recordCounts) names() int { return c.Edge + c.Cloud }
+
+// bucketRecords are the records of the nodes of one bucket of the node
+// store, and their counts.
+type bucketRecords struct {
+	entries []tunnelnodes.HostEntry
+	counts  recordCounts
+}
+
+// setRecordsGauges publishes the records' counts.
+func setRecordsGauges(c recordCounts) {
+	recordsGauge.WithLabelValues("edge").Set(float64(c.Edge))
+	recordsGauge.WithLabelValues("cloud").Set(float64(c.Cloud))
+	recordsGauge.WithLabelValues("skipped").Set(float64(c.Skipped))
+}
+
+// logSkipped says, at V(1), which nodes have no record and why.
+func logSkipped(ctx context.Context, skipped []skippedNode) {
+	logger := log.FromContext(ctx)
+	for _, s := range skipped {
+		logger.V(1).Info("Node skipped", "node", s.Name, "reason", s.Reason)
+	}
 }

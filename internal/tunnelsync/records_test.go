@@ -46,7 +46,7 @@ func storeOf(t testing.TB, nodes []corev1.Node) *nodeStore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := newNodeStore(selector, func(workqueue.TypedRateLimitingInterface[reconcile.Request]) {})
+	store := newNodeStore(selector, func(workqueue.TypedRateLimitingInterface[reconcile.Request], string) {})
 	objs := make([]any, len(nodes))
 	for i := range nodes {
 		objs[i] = &nodes[i]

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
+	gosync "sync"
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
@@ -27,11 +29,12 @@ const shardWriters = 8
 // tries again: the namespace's creation is no event the sync watches.
 const shardsNamespaceRetry = 30 * time.Second
 
-// syncShards writes entries as the shard set of tunnelnodes.ShardCount
-// (see the contract there): every shard of the set that differs, then,
-// the set being complete, deletes every other shard of the records. A
-// hand-edited or deleted shard is a difference like any other.
-func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostEntry, annotations map[string]string, triggered time.Time) (reconcile.Result, error) {
+// syncShards writes the records of buckets (the node store's, counts in
+// all) as the shard set of tunnelnodes.ShardCount (see the contract
+// there): every shard of the set that differs, then, the set being
+// complete, deletes every other shard of the records. A hand-edited or
+// deleted shard is a difference like any other.
+func (r *Reconciler) syncShards(ctx context.Context, buckets []bucketRecords, counts recordCounts, annotations map[string]string, triggered time.Time) (reconcile.Result, error) {
 	logger := log.FromContext(ctx)
 	ns := r.cfg.ShardsNamespace
 	var stored corev1.ConfigMapList
@@ -50,22 +53,24 @@ func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostE
 	if served, ok := tunnelnodes.ServedShardSet(sets); ok {
 		current = served.Count
 	}
-	count := tunnelnodes.ShardCount(len(entries), current)
-	groups := make([][]tunnelnodes.HostEntry, count)
-	for _, e := range entries {
-		i := tunnelnodes.ShardOf(e.Name, count)
-		groups[i] = append(groups[i], e)
-	}
+	count := tunnelnodes.ShardCount(counts.names(), current)
 
 	// The shards that differ from the cache's: a node change is one.
 	var stale []int
 	texts := make([]string, count)
+	shardCounts := make([]recordCounts, count)
 	var cached []*corev1.ConfigMap
 	if set, ok := sets[count]; ok {
 		cached = set.Shards
 	}
+	var entries []tunnelnodes.HostEntry
 	for i := range count {
-		texts[i] = tunnelnodes.RenderHosts(groups[i])
+		entries = entries[:0]
+		for b := i; b < len(buckets); b += count {
+			entries = append(entries, buckets[b].entries...)
+			shardCounts[i] = shardCounts[i].plus(buckets[b].counts)
+		}
+		texts[i] = tunnelnodes.RenderHosts(entries)
 		if cached == nil || !r.shardUpToDate(cached[i], i, count, texts[i], annotations) {
 			stale = append(stale, i)
 		}
@@ -76,7 +81,7 @@ func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostE
 		return err
 	}
 	var err error
-	if r.shardsNamespaceMissing && len(stale) > 0 {
+	if r.shardsNamespaceMissing.Load() && len(stale) > 0 {
 		// One request tells whether the namespace is there now, not one per shard.
 		err, stale = writeShard(ctx, stale[0]), stale[1:]
 	}
@@ -91,20 +96,11 @@ func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostE
 	if werr := g.Wait(); err == nil {
 		err = werr
 	}
-	switch {
-	case namespaceMissing(err):
-		errorsTotal.WithLabelValues("no_shards_namespace").Inc()
-		if !r.shardsNamespaceMissing {
-			r.shardsNamespaceMissing = true
-			logger.Error(err, "Shards not written: their namespace is missing (install's records step creates it; --shards-namespace='' writes only the single ConfigMap)",
-				"namespace", ns)
-		}
-		return reconcile.Result{RequeueAfter: shardsNamespaceRetry}, nil
-	case err != nil:
-		errorsTotal.WithLabelValues("api").Inc()
-		return reconcile.Result{}, fmt.Errorf("writing shards in namespace %s: %w", ns, err)
+	if err != nil {
+		return r.shardWriteFailed(ctx, err)
 	}
-	r.shardsNamespaceMissing = false
+	r.shardsNamespaceMissing.Store(false)
+	r.shards.reset(shardCounts, texts)
 	shardsGauge.Set(float64(count))
 
 	// The set is complete: readers serve it, so the others can go.
@@ -138,11 +134,149 @@ func (r *Reconciler) syncShards(ctx context.Context, entries []tunnelnodes.HostE
 	switch {
 	case current != count:
 		logger.Info("Wrote a new shard set", "namespace", ns, "shards", count, "previousShards", current,
-			"names", len(entries), "deletedOld", len(old))
+			"names", counts.names(), "deletedOld", len(old))
 	case written > 0 || len(old) > 0:
 		logger.V(1).Info("Wrote shards", "namespace", ns, "shards", count, "written", written, "deleted", len(old), "sinceTrigger", time.Since(triggered))
 	}
 	return reconcile.Result{}, nil
+}
+
+// shardWriteFailed is the result of a sync whose shard write failed with
+// err: a missing namespace is said once and tried again later.
+func (r *Reconciler) shardWriteFailed(ctx context.Context, err error) (reconcile.Result, error) {
+	ns := r.cfg.ShardsNamespace
+	if namespaceMissing(err) {
+		errorsTotal.WithLabelValues("no_shards_namespace").Inc()
+		if !r.shardsNamespaceMissing.Swap(true) {
+			log.FromContext(ctx).Error(err, "Shards not written: their namespace is missing (install's records step creates it; --shards-namespace='' writes only the single ConfigMap)",
+				"namespace", ns)
+		}
+		return reconcile.Result{RequeueAfter: shardsNamespaceRetry}, nil
+	}
+	errorsTotal.WithLabelValues("api").Inc()
+	return reconcile.Result{}, fmt.Errorf("writing shards in namespace %s: %w", ns, err)
+}
+
+// shardRequest is the key of the sync of shard index of a set of count:
+// the shard's name.
+func (r *Reconciler) shardRequest(index, count int) reconcile.Request {
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: r.cfg.ShardsNamespace,
+		Name: tunnelnodes.ShardName(r.cfg.ConfigMap, count, index)}}
+}
+
+// shardOf reads a shardRequest.
+func (r *Reconciler) shardOf(req reconcile.Request) (index, count int, ok bool) {
+	if r.cfg.ShardsNamespace == "" || req.Namespace != r.cfg.ShardsNamespace {
+		return 0, 0, false
+	}
+	rest, ok := strings.CutPrefix(req.Name, r.cfg.ConfigMap+"-")
+	c, i, cut := strings.Cut(rest, "-")
+	if !ok || !cut {
+		return 0, 0, false
+	}
+	index, count, err := tunnelnodes.ParseShard(i + "/" + c)
+	return index, count, err == nil
+}
+
+// syncShard writes shard index of a set of count from the nodes of that
+// shard alone. done is false, and nothing written, when the stored set is
+// not of count, or the shard's new records would change the set's size:
+// only a full sync writes a new set.
+func (r *Reconciler) syncShard(ctx context.Context, index, count int, triggered time.Time) (result reconcile.Result, done bool, err error) {
+	r.all.RLock()
+	defer r.all.RUnlock()
+	rules, annotations, ok, err := r.inputs(ctx, triggered)
+	if !ok || err != nil {
+		return reconcile.Result{}, true, err
+	}
+	entries, counts, skipped := desiredRecords(r.nodes.Shard(index, count), 0, rules)
+	if !r.shards.keeps(index, count, counts) {
+		return reconcile.Result{}, false, nil
+	}
+	logSkipped(ctx, skipped)
+	text := tunnelnodes.RenderHosts(entries)
+	w, err := r.writeShard(ctx, index, count, text, annotations)
+	if err != nil {
+		result, err := r.shardWriteFailed(ctx, err)
+		return result, true, err
+	}
+	r.shardsNamespaceMissing.Store(false)
+	setRecordsGauges(r.shards.set(index, counts, text))
+	if w != noWrite {
+		log.FromContext(ctx).V(1).Info("Wrote shard", "namespace", r.cfg.ShardsNamespace, "shard", tunnelnodes.FormatShard(index, count),
+			"names", counts.names(), "sinceTrigger", time.Since(triggered))
+	}
+	return reconcile.Result{}, true, nil
+}
+
+// shardTally is what the records of each shard of the set last written
+// count: one shard's sync knows from it whether the set keeps its size, and
+// the records' totals, without a pass over the fleet.
+type shardTally struct {
+	mu gosync.Mutex
+	// counts has an element per shard of the set; empty: none written yet.
+	counts []recordCounts
+	// textBytes are the bytes of each shard's text.
+	textBytes []int
+}
+
+// reset starts the tally of a set just written whole.
+func (t *shardTally) reset(counts []recordCounts, texts []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.counts = counts
+	t.textBytes = make([]int, len(texts))
+	for i, text := range texts {
+		t.textBytes[i] = len(text)
+	}
+}
+
+// count is the size of the set last written; 0: none.
+func (t *shardTally) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.counts)
+}
+
+// keeps: the set written is of count, and with counts in shard index it
+// keeps that size.
+func (t *shardTally) keeps(index, count int, counts recordCounts) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.counts) != count {
+		return false
+	}
+	return tunnelnodes.ShardCount(t.totalLocked().minus(t.counts[index]).plus(counts).names(), count) == count
+}
+
+// set records shard index written with counts and text, and returns the
+// totals. The set is the one keeps checked: only a full sync resets it,
+// and none runs during a shard's sync.
+func (t *shardTally) set(index int, counts recordCounts, text string) recordCounts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.counts[index], t.textBytes[index] = counts, len(text)
+	return t.totalLocked()
+}
+
+func (t *shardTally) totalLocked() recordCounts {
+	var total recordCounts
+	for _, c := range t.counts {
+		total = total.plus(c)
+	}
+	return total
+}
+
+// bytes is the size of the shards' texts together: the single
+// ConfigMap's text is at least that.
+func (t *shardTally) bytes() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, b := range t.textBytes {
+		n += b
+	}
+	return n
 }
 
 // writeShard makes shard index of count hold text, with its label and
