@@ -30,13 +30,15 @@ const (
 	RavenProxyDNSRBAC = "raven/proxy-dns-rbac"
 	// NodeLocalDNS is coredns-yurt as a node-local cache on every node.
 	NodeLocalDNS = "node-local-dns"
+	// Monitoring is the PodMonitors and alerts of prometheus-operator.
+	Monitoring = "monitoring"
 )
 
 // Dirs are every workload's kustomization above, for tests that apply
 // them all (the RBAC-only ones are parts of them, or applied by install).
 var Dirs = []string{TunnelNodesSync, CoreDNSYurt, TunnelNodesSyncRaven, NodeLocalDNS}
 
-//go:embed tunnel-nodes-sync coredns-yurt raven records node-local-dns
+//go:embed tunnel-nodes-sync coredns-yurt raven records node-local-dns monitoring
 var manifests embed.FS
 
 // Render builds the kustomization in directory dir (one of the constants).

@@ -12,6 +12,7 @@
 //	tunneldns.go         tunnel-dns         yurt-tunnel-server's DNS controller off (--enable-dns-controller=false)
 //	sync.go              sync               the tunnel-nodes-sync Deployment from deploy/
 //	prometheus.go        prometheus         Prometheus scrapes kubelets and node-exporters by node name
+//	monitoring.go        monitoring         PodMonitors and alerts of deploy/monitoring, where prometheus-operator is
 //
 // Under --profile raven:
 //

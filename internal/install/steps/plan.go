@@ -14,7 +14,7 @@ import (
 func init() {
 	AddPlan(layout.YurtTunnel, func(l layout.Layout) []engine.Step {
 		return []engine.Step{recordsStep(), rbacStep("rbac", deploy.CoreDNSRBAC), corefileStep(l), corednsDaemonSetStep(), kubeDNSTopologyStep(), kubeProxyStep(),
-			controlPlaneStep(), tunnelDNSStep(), syncStep("sync", deploy.TunnelNodesSync), prometheusStep()}
+			controlPlaneStep(), tunnelDNSStep(), syncStep("sync", deploy.TunnelNodesSync), prometheusStep(), monitoringStep()}
 	})
 	AddPlan(layout.Raven, func(l layout.Layout) []engine.Step {
 		return []engine.Step{recordsStep(), rbacStep("raven-rbac", deploy.RavenProxyDNSRBAC), ravenCorefileStep(l), ravenProxyDNSStep(), gatewayDNSStep(),
