@@ -3,10 +3,9 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 K8S_BIN := $(BIN)/k8s
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-# Evaluated once: the binaries and the image tags must name the same version
-# even if a commit lands while make runs.
-VERSION := $(VERSION)
+# The release this tree is (docs/release.md), read once: the binaries, the image tags and
+# the release's manifests name the same version. `make VERSION=...` overrides it.
+VERSION := $(strip $(file < VERSION))
 # -s -w as CoreDNS's own release builds: no symbol table or DWARF (a third of coredns-yurt's
 # size, and of the link time of each of the image's platforms).
 LDFLAGS := -s -w -X github.com/yurtdns/yurtdns/internal/version.Version=$(VERSION)
