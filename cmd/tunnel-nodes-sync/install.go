@@ -11,14 +11,11 @@ import (
 	"github.com/yurtdns/yurtdns/internal/install"
 	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/install/steps"
-	"github.com/yurtdns/yurtdns/internal/install/verify"
 	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
-	"github.com/yurtdns/yurtdns/internal/tunnelsync"
 	"github.com/yurtdns/yurtdns/internal/version"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,25 +31,29 @@ var (
 
 // surgeryFlags are shared by install, revert and status.
 type surgeryFlags struct {
-	kubeconfig string
+	kubeconfig kubeconfigFlags
 	opts       engine.Options
 }
 
 func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
+	f.kubeconfig.register(cmd, kubeconfigHelp)
 	fl := cmd.Flags()
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; $KUBECONFIG or in-cluster when empty")
 	fl.StringVar(&f.opts.ManifestsDir, "manifests-dir", "", "Local static pod manifests directory for the control-plane step (on a control-plane node: /etc/kubernetes/manifests)")
 	fl.StringVar(&f.opts.BackupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where manifest originals are kept; outside --manifests-dir, same filesystem")
 	fl.StringVar(&f.opts.KubeadmPatchesDir, "kubeadm-patches-dir", "", "Where the control-plane step puts its kubeadm patch (kube-apiserver's dnsPolicy), to give to every kubeadm upgrade, init and join as --patches: "+
 		"on each control-plane node, under /etc/kubernetes with --control-plane-jobs (default: patches beside the manifests directory, /etc/kubernetes/patches)")
 	fl.StringVar(&f.opts.NodeName, "node-name", hostname(), "The node whose kubelet runs --manifests-dir (its mirror pods are waited for after each manifest)")
-	fl.DurationVar(&f.opts.Timeout, "timeout", 5*time.Minute, "How long to wait for each change to be live (pods Ready, a restarted component back) before failing")
-	fl.StringVar(&f.opts.Profile, "profile", layout.YurtTunnel, "The tunnel layout: "+install.Describe())
+	fl.DurationVar(&f.opts.Timeout, "timeout", 5*time.Minute, "How long to wait for each change to be live (pods Ready, a restarted component back), and for an apiserver that is away, before failing")
+	// Empty: the one the install state records, else the default.
+	fl.StringVar(&f.opts.Profile, "profile", "", "The tunnel layout: "+install.Describe()+
+		". Default: the one the install state records, else "+layout.YurtTunnel+"; one that differs from the recorded one is an error")
+	mustRegisterCompletion(cmd, "profile", cobra.FixedCompletions(layout.Names(), cobra.ShellCompDirectiveNoFileComp))
 	fl.StringVar(&f.opts.KubeletServiceMonitor, "kubelet-servicemonitor", steps.DefaultKubeletServiceMonitor,
 		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of the kubelets, for the prometheus step")
 	fl.StringVar(&f.opts.NodeLifecycle, "kcm-nodelifecycle", engine.NodeLifecycleAuto,
 		"What the control-plane step does with kube-controller-manager's node lifecycle controller: auto (leave it on where OpenYurt v1.6 or later runs, "+
 			"read from Deployment kube-system/yurt-manager; else turn it off with --controllers=...,-nodelifecycle), disable (always turn it off) or keep (never touch kube-controller-manager)")
+	mustRegisterCompletion(cmd, "kcm-nodelifecycle", cobra.FixedCompletions([]string{engine.NodeLifecycleAuto, engine.NodeLifecycleDisable, engine.NodeLifecycleKeep}, cobra.ShellCompDirectiveNoFileComp))
 	fl.StringVar(&f.opts.NodeExporterServiceMonitor, "node-exporter-servicemonitor", steps.DefaultNodeExporterServiceMonitor,
 		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of node-exporter, for the prometheus step")
 	if withInstallFlags {
@@ -83,29 +84,18 @@ func hostname() string {
 	return strings.ToLower(h)
 }
 
-// newClient is install's client for a kubeconfig ("" : $KUBECONFIG or in-cluster).
-func newClient(kubeconfig string) (client.Client, error) {
-	cfg, err := loadRESTConfig(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.UserAgent = "tunnel-nodes-sync-install"
-	return client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
-}
-
 func (f *surgeryFlags) env() (*engine.Env, error) {
 	if f.opts.ControlPlaneJobs && f.opts.ManifestsDir != "" {
 		return nil, fmt.Errorf("--control-plane-jobs and --manifests-dir exclude each other")
 	}
-	c, err := newClient(f.kubeconfig)
+	cfg, err := f.kubeconfig.restConfig(installUserAgent)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := loadRESTConfig(f.kubeconfig)
+	c, err := client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
 	if err != nil {
 		return nil, err
 	}
-	cfg.UserAgent = "tunnel-nodes-sync-install"
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -146,83 +136,4 @@ func (f *surgeryFlags) command(run func(context.Context, *engine.Env, io.Writer)
 			return run(cmd.Context(), env, cmd.OutOrStdout())
 		},
 	}
-}
-
-func newStatusCommand() *cobra.Command {
-	f := &surgeryFlags{}
-	var verifyDNS, edgeSelector string
-	var fromControlPlane bool
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Report each install step: applied, not applied, or drifted",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, err := f.env()
-			if err != nil {
-				return err
-			}
-			reports, err := install.Status(cmd.Context(), env)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			drifted := 0
-			for _, r := range reports {
-				line := fmt.Sprintf("%-18s %s", r.Step, r.Status)
-				if r.Detail != "" {
-					line += " (" + r.Detail + ")"
-				}
-				fmt.Fprintln(out, line)
-				if r.Status == engine.Drifted {
-					drifted++
-				}
-			}
-			mismatches := 0
-			if verifyDNS != "" {
-				selector, err := labels.Parse(edgeSelector)
-				if err != nil {
-					return fmt.Errorf("--edge-node-selector: %w", err)
-				}
-				fmt.Fprintf(out, "\nNode names at %s:\n", verifyDNS)
-				l, err := layout.Named(env.Options.Profile)
-				if err != nil {
-					return err
-				}
-				if mismatches, err = verify.VerifyDNS(cmd.Context(), env.Client, l, verifyDNS, selector, out); err != nil {
-					return err
-				}
-			}
-			if fromControlPlane {
-				if _, err := labels.Parse(edgeSelector); err != nil {
-					return fmt.Errorf("--edge-node-selector: %w", err)
-				}
-				fmt.Fprintln(out)
-				wrong, failed, err := verify.VerifyDNSFromControlPlane(cmd.Context(), env, edgeSelector, out)
-				if err != nil {
-					return err
-				}
-				if failed > 0 {
-					return fmt.Errorf("the check could not run on %d control-plane node(s)", failed)
-				}
-				mismatches += wrong
-			}
-			switch {
-			case drifted > 0 && mismatches > 0:
-				return fmt.Errorf("%d step(s) drifted, %d node name(s) resolve wrong", drifted, mismatches)
-			case drifted > 0:
-				return fmt.Errorf("%d step(s) drifted", drifted)
-			case mismatches > 0:
-				return fmt.Errorf("%d node name(s) resolve wrong", mismatches)
-			}
-			return nil
-		},
-	}
-	f.register(cmd, false)
-	cmd.Flags().StringVar(&verifyDNS, "verify-dns", "", "Also resolve every node name at this DNS server (IP:PORT, e.g. the kube-dns ClusterIP:53) and compare")
-	cmd.Flags().BoolVar(&fromControlPlane, "verify-dns-from-control-plane", false,
-		"Also resolve every node name on each control-plane node, as kube-apiserver does there: a Job per node "+
-			"(host network, the dnsPolicy and dnsConfig of kube-apiserver's pod there) running --sync-image, deleted afterwards; --profile's rules")
-	cmd.Flags().StringVar(&f.opts.SyncImage, "sync-image", defaultSyncImage, "Image of the --verify-dns-from-control-plane Jobs")
-	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes, for --verify-dns and --verify-dns-from-control-plane")
-	return cmd
 }

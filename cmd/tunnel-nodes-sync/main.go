@@ -1,8 +1,10 @@
 // Command tunnel-nodes-sync keeps the OpenYurt node-name records and the
-// tunnel Service's extra ports right (`run`, the default).
+// tunnel Service's extra ports right (`run`), and installs, reverts and
+// reports yurtdns on a cluster (`install`, `revert`, `status`).
 package main
 
 import (
+	"errors"
 	goflag "flag"
 	"fmt"
 	"os"
@@ -15,27 +17,32 @@ import (
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	err := newRootCommand().Execute()
+	var status *exitStatus
+	switch {
+	case err == nil:
+	case errors.As(err, &status):
+		fmt.Fprintln(os.Stderr, status.msg)
+		os.Exit(status.code)
+	default:
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
 	}
 }
 
 func newRootCommand() *cobra.Command {
-	run := newRunCommand()
+	// No RunE: a bare tunnel-nodes-sync prints help and starts nothing (on
+	// an admin's machine, running would join leader election and write
+	// records); the Deployment says `run`.
 	root := &cobra.Command{
 		Use:           "tunnel-nodes-sync",
-		Short:         "Keep OpenYurt node-name DNS records and tunnel ports in sync",
+		Short:         "Keep OpenYurt node-name DNS records and tunnel ports in sync; install, revert and report yurtdns",
 		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// Without a subcommand, run.
-		Args: cobra.NoArgs,
-		RunE: run.RunE,
 	}
-	root.Flags().AddFlagSet(run.Flags())
-	root.AddCommand(run, newInstallCommand(), newRevertCommand(), newStatusCommand(), newPatchManifestsCommand(), newVerifyNodeDNSCommand(), newNodeLocalDNSCommand())
-	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(newRunCommand(), newInstallCommand(), newRevertCommand(), newStatusCommand(), newPatchManifestsCommand(),
+		newVerifyNodeDNSCommand(), newNodeLocalDNSCommand())
 
 	// klog's -v and friends, shared by every subcommand.
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)

@@ -12,6 +12,7 @@ import (
 
 // newNodeLocalDNSCommand is the node side of install's node-local-dns step:
 // what its DaemonSet's init container and per-node Jobs run on each node.
+// Hidden: internal (docs/cli.md).
 func newNodeLocalDNSCommand() *cobra.Command {
 	var address, link, kubeletDir string
 	var timeout time.Duration
@@ -23,9 +24,10 @@ func newNodeLocalDNSCommand() *cobra.Command {
 		return a, nil
 	}
 	cmd := &cobra.Command{
-		Use:   "node-local-dns",
-		Short: "The node side of NodeLocal DNS (run by install's DaemonSet and Jobs on each node)",
-		Args:  cobra.NoArgs,
+		Use:    "node-local-dns",
+		Short:  "The node side of NodeLocal DNS (run by install's DaemonSet and Jobs on each node)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&address, "address", nodelocal.Address.String(), "The node-local cache's address")

@@ -5,14 +5,16 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/staticpod"
 
 	"github.com/spf13/cobra"
 )
 
 func newPatchManifestsCommand() *cobra.Command {
-	var manifestsDir, backupDir, patchesDir, kubeconfig, nodeName string
-	var dryRun, revert, keepNodeLifecycle bool
+	var manifestsDir, backupDir, patchesDir, nodeName, nodeLifecycle string
+	var kubeconfig kubeconfigFlags
+	var dryRun, revert bool
 	var timeout time.Duration
 	var extraFlags map[string]string
 	cmd := &cobra.Command{
@@ -25,12 +27,16 @@ func newPatchManifestsCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
+			// install's auto needs the cluster's OpenYurt version: install decides, its Jobs say which.
+			if nodeLifecycle != engine.NodeLifecycleDisable && nodeLifecycle != engine.NodeLifecycleKeep {
+				return fmt.Errorf("--kcm-nodelifecycle %q: must be %s or %s", nodeLifecycle, engine.NodeLifecycleDisable, engine.NodeLifecycleKeep)
+			}
 			if patchesDir == "" {
 				patchesDir = filepath.Join(filepath.Dir(filepath.Clean(manifestsDir)), "patches")
 			}
-			opts := staticpod.ManifestOptions{DryRun: dryRun, TestOnlyExtraFlags: extraFlags, KeepNodeLifecycle: keepNodeLifecycle, KubeadmPatchesDir: patchesDir}
-			if kubeconfig != "" && !dryRun {
-				c, err := newClient(kubeconfig)
+			opts := staticpod.ManifestOptions{DryRun: dryRun, TestOnlyExtraFlags: extraFlags, KeepNodeLifecycle: nodeLifecycle == engine.NodeLifecycleKeep, KubeadmPatchesDir: patchesDir}
+			if kubeconfig.given() && !dryRun {
+				c, err := kubeconfig.client()
 				if err != nil {
 					return err
 				}
@@ -81,9 +87,11 @@ func newPatchManifestsCommand() *cobra.Command {
 	f.StringVar(&backupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where originals are kept; must be outside --manifests-dir, on the same filesystem")
 	f.StringVar(&patchesDir, "kubeadm-patches-dir", "", "Where install's kubeadm patch goes (kube-apiserver's dnsPolicy), for kubeadm upgrade/init/join --patches (default: patches beside --manifests-dir)")
 	f.BoolVar(&dryRun, "dry-run", false, "Print a unified diff of each change and write nothing")
-	f.BoolVar(&keepNodeLifecycle, "keep-nodelifecycle", false, "Leave kube-controller-manager as it is (OpenYurt v1.6 and later need no -nodelifecycle)")
+	f.StringVar(&nodeLifecycle, "kcm-nodelifecycle", engine.NodeLifecycleDisable, "What to do with kube-controller-manager's node lifecycle controller, as install's flag: "+
+		"disable (turn it off with --controllers=...,-nodelifecycle) or keep (leave kube-controller-manager as it is: OpenYurt v1.6 and later need no -nodelifecycle)")
+	mustRegisterCompletion(cmd, "kcm-nodelifecycle", cobra.FixedCompletions([]string{engine.NodeLifecycleDisable, engine.NodeLifecycleKeep}, cobra.ShellCompDirectiveNoFileComp))
 	f.BoolVar(&revert, "revert", false, "Restore the originals from --backup-dir where the manifests are still as patched")
-	f.StringVar(&kubeconfig, "kubeconfig", "", "With it, wait after each manifest until the kubelet runs it (mirror pod with the new config hash, Ready), "+
+	kubeconfig.register(cmd, "With it (or --context), wait after each manifest until the kubelet runs it (mirror pod with the new config hash, Ready), "+
 		"and restore the original of a patched component that does not come back within --timeout (e.g. /etc/kubernetes/admin.conf)")
 	f.StringVar(&nodeName, "node-name", hostname(), "This node's name (its mirror pods are COMPONENT-NODE)")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "How long to wait for each component to come back")

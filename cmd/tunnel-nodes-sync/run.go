@@ -12,13 +12,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 type runOptions struct {
-	kubeconfig       string
+	kubeconfig       kubeconfigFlags
 	profile          string
 	namespace        string
 	configMap        string
@@ -40,7 +38,7 @@ func newRunCommand() *cobra.Command {
 	o := &runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Run the sync controller (the default)",
+		Short: "Run the sync controller (what the Deployment runs; it joins leader election and writes the records)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := o.config(cmd.Flags())
@@ -50,7 +48,7 @@ func newRunCommand() *cobra.Command {
 			if err := o.manager.Validate(); err != nil {
 				return err
 			}
-			restConfig, err := loadRESTConfig(o.kubeconfig)
+			restConfig, err := o.kubeconfig.restConfig("")
 			if err != nil {
 				return err
 			}
@@ -65,9 +63,10 @@ func newRunCommand() *cobra.Command {
 			return mgr.Start(ctrl.SetupSignalHandler())
 		},
 	}
+	o.kubeconfig.register(cmd, kubeconfigHelp)
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster config when empty")
 	f.StringVar(&o.profile, "profile", layout.YurtTunnel, "The tunnel layout, which decides the rules and presets the object names: "+strings.Join(layout.Names(), " or "))
+	mustRegisterCompletion(cmd, "profile", cobra.FixedCompletions(layout.Names(), cobra.ShellCompDirectiveNoFileComp))
 	f.StringVar(&o.namespace, "namespace", tunnelnodes.Namespace, "Namespace of the tunnel Service and ConfigMaps")
 	f.StringVar(&o.configMap, "configmap", tunnelnodes.ConfigMapName, "Records ConfigMap; --profile sets the default")
 	f.StringVar(&o.configMapKey, "configmap-key", tunnelnodes.ConfigMapKey, "Key of the records ConfigMap")
@@ -126,15 +125,4 @@ func (o *runOptions) config(flags *pflag.FlagSet) (tunnelsync.Config, error) {
 		ShardsNamespace: o.shardsNamespace, SkipSingleConfigMap: !o.singleConfigMap, KubeDNSTopology: o.kubeDNSTopology,
 	}
 	return cfg, cfg.Validate()
-}
-
-// loadRESTConfig follows kubectl: --kubeconfig, else $KUBECONFIG, else in-cluster.
-func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	return cfg, nil
 }

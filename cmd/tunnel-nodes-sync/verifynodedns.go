@@ -17,9 +17,10 @@ import (
 // runs in a Job on each control-plane node: every node name resolved with
 // this process's own resolver (Go's, reading the pod's resolv.conf, which
 // is kube-apiserver's view there), compared with --profile's rules.
-// Hidden: not for users.
+// Hidden: internal (docs/cli.md).
 func newVerifyNodeDNSCommand() *cobra.Command {
-	var kubeconfig, edgeSelector, profile string
+	var kubeconfig kubeconfigFlags
+	var edgeSelector, profile string
 	cmd := &cobra.Command{
 		Use:    verify.VerifyDNSCommand,
 		Short:  "Resolve every node name with this host's resolver and compare (run by status --verify-dns-from-control-plane)",
@@ -34,7 +35,7 @@ func newVerifyNodeDNSCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := newClient(kubeconfig)
+			c, err := kubeconfig.client()
 			if err != nil {
 				return err
 			}
@@ -48,7 +49,7 @@ func newVerifyNodeDNSCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; in-cluster when empty")
+	kubeconfig.register(cmd, kubeconfigHelp)
 	cmd.Flags().StringVar(&edgeSelector, "edge-node-selector", tunnelsync.DefaultEdgeNodeSelector, "Label selector of edge nodes")
 	cmd.Flags().StringVar(&profile, "profile", layout.YurtTunnel, "The rules to compare with: "+strings.Join(layout.Names(), " or "))
 	return cmd

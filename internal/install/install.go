@@ -11,15 +11,16 @@ import (
 	"github.com/yurtdns/yurtdns/internal/install/kube"
 	"github.com/yurtdns/yurtdns/internal/install/steps"
 	"github.com/yurtdns/yurtdns/internal/layout"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Install runs --profile's steps in order, printing a line per step (see
+// Install runs the profile's steps in order, printing a line per step (see
 // Runner.Install).
 func Install(ctx context.Context, env *engine.Env, out io.Writer) error {
-	r, err := runnerFor(env.Options)
+	r, err := runnerFor(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -29,27 +30,85 @@ func Install(ctx context.Context, env *engine.Env, out io.Writer) error {
 	return r.Install(ctx, env, out)
 }
 
-// Revert undoes what install recorded under --profile, last step first.
+// Revert undoes what install recorded, last step first.
 func Revert(ctx context.Context, env *engine.Env, out io.Writer) error {
-	r, err := runnerFor(env.Options)
+	r, err := runnerFor(ctx, env)
 	if err != nil {
 		return err
 	}
 	return r.Revert(ctx, env, out)
 }
 
-// Status reports each of --profile's steps.
-func Status(ctx context.Context, env *engine.Env) ([]engine.StatusReport, error) {
-	r, err := runnerFor(env.Options)
-	if err != nil {
-		return nil, err
-	}
-	return r.Status(ctx, env)
+// Report is what status reports; `status -o json|yaml` prints it.
+// docs/cli.md documents its fields, which are only ever added to.
+type Report struct {
+	// Profile is the layout reported on: the one the install state
+	// records, else --profile's.
+	Profile string `json:"profile"`
+	// Result sums the report up, as status's exit code does.
+	Result Result                `json:"result"`
+	Steps  []engine.StatusReport `json:"steps"`
+	// NodeNamesWrong counts the node names that --verify-dns and
+	// --verify-dns-from-control-plane found resolving wrong; absent when
+	// neither ran.
+	NodeNamesWrong *int `json:"nodeNamesWrong,omitempty"`
 }
 
-// runnerFor builds the runner of --profile's steps.
-func runnerFor(o engine.Options) (engine.Runner, error) {
-	l, err := layout.Named(o.Profile)
+// Result is status's verdict.
+type Result string
+
+const (
+	// ResultApplied: install ran, and nothing it applied has drifted.
+	ResultApplied Result = "applied"
+	// ResultNotInstalled: the install state records no step as applied.
+	ResultNotInstalled Result = "not installed"
+	// ResultDrifted: a step drifted, or a node name resolves wrong.
+	ResultDrifted Result = "drifted"
+)
+
+// Status reports each of the profile's steps.
+func Status(ctx context.Context, env *engine.Env) (Report, error) {
+	r, err := runnerFor(ctx, env)
+	if err != nil {
+		return Report{}, err
+	}
+	steps, err := r.Status(ctx, env)
+	if err != nil {
+		return Report{}, err
+	}
+	return Report{Profile: env.Options.Profile, Result: verdict(steps), Steps: steps}, nil
+}
+
+// verdict is the Result of the steps' reports alone.
+func verdict(steps []engine.StatusReport) Result {
+	if slices.ContainsFunc(steps, func(s engine.StatusReport) bool { return s.Status == engine.Drifted }) {
+		return ResultDrifted
+	}
+	if !slices.ContainsFunc(steps, func(s engine.StatusReport) bool { return s.Recorded }) {
+		return ResultNotInstalled
+	}
+	return ResultApplied
+}
+
+// AddWrongNodeNames counts in what a check of the node names found: one
+// resolving wrong is drift, whatever the steps say.
+func (r *Report) AddWrongNodeNames(n int) {
+	if r.NodeNamesWrong != nil {
+		n += *r.NodeNamesWrong
+	}
+	r.NodeNamesWrong = &n
+	if n > 0 {
+		r.Result = ResultDrifted
+	}
+}
+
+// runnerFor settles env's profile with the install state's and builds the
+// runner of its steps.
+func runnerFor(ctx context.Context, env *engine.Env) (engine.Runner, error) {
+	if err := resolveProfile(ctx, env); err != nil {
+		return engine.Runner{}, err
+	}
+	l, err := layout.Named(env.Options.Profile)
 	if err != nil {
 		return engine.Runner{}, err
 	}
@@ -79,6 +138,33 @@ func runnerFor(o engine.Options) (engine.Runner, error) {
 			return ""
 		},
 	}, nil
+}
+
+// resolveProfile sets env's profile (Options.Profile, "" when --profile was
+// not given) to the one the install state records, which a state holds the
+// changes of: a --profile that differs is refused.
+func resolveProfile(ctx context.Context, env *engine.Env) error {
+	recorded, err := engine.RecordedProfile(ctx, env)
+	if err != nil {
+		return err
+	}
+	switch given := env.Options.Profile; {
+	case recorded == "":
+		// No state, or one from before the profile was recorded: the
+		// runner refuses the latter when it holds another layout's steps.
+	case given == "":
+		env.Options.Profile = recorded
+	case given != recorded:
+		return fmt.Errorf("--profile %s: the install state (ConfigMap %s/%s) records --profile %s; leave --profile out, or revert before installing another profile",
+			given, tunnelnodes.Namespace, engine.StateConfigMap, recorded)
+	}
+	// By name, as the state records it ("" is the default layout).
+	l, err := layout.Named(env.Options.Profile)
+	if err != nil {
+		return err
+	}
+	env.Options.Profile = l.Name
+	return nil
 }
 
 // validate checks install's flags against the layout's steps.

@@ -102,12 +102,13 @@ func TestRegisteredLayout(t *testing.T) {
 	run("install", install1, "[proxy-service] created Service kube-system/x-test-proxy-svc\n[node-local-dns] not requested (--node-local-dns)\n")
 	run("install again", install1, "[proxy-service] already applied\n[node-local-dns] not requested (--node-local-dns)\n")
 	run("status", func(out io.Writer) error {
-		reports, err := install.Status(ctx, env)
-		for _, r := range reports {
+		report, err := install.Status(ctx, env)
+		for _, r := range report.Steps {
 			fmt.Fprintf(out, "%s %s\n", r.Step, r.Status)
 		}
+		fmt.Fprintf(out, "%s: %s\n", report.Profile, report.Result)
 		return err
-	}, "proxy-service applied\nnode-local-dns not applied\n")
+	}, "proxy-service applied\nnode-local-dns not applied\n"+testProxy.Name+": applied\n")
 
 	svc, err := cp.Client.CoreV1().Services(tunnelnodes.Namespace).Get(ctx, testProxy.Service, metav1.GetOptions{})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 )
 
 // PollInterval is how often a wait looks again.
@@ -30,6 +31,14 @@ type Condition func(ctx context.Context) (done bool, progress string, err error)
 func For(ctx context.Context, timeout time.Duration, what string, cond Condition) error {
 	var last string
 	var deniedSince time.Time
+	// Said once per wait, on stderr: a wait that looks hung is the apiserver's.
+	said := false
+	sayWaiting := func(err error) {
+		if !said {
+			said = true
+			klog.InfoS("Waiting for the apiserver", "wait", what, "timeout", timeout, "err", err)
+		}
+	}
 	// The calls get ctx, not the poll's deadline: a call cut short by the
 	// deadline (or by the client's rate limiter foreseeing it) is a timeout,
 	// which the poll reports, not an error of the call.
@@ -37,6 +46,7 @@ func For(ctx context.Context, timeout time.Duration, what string, cond Condition
 		done, progress, err := cond(ctx)
 		if err != nil && apiserverAway(err) {
 			last = "apiserver unreachable: " + err.Error()
+			sayWaiting(err)
 			return false, nil
 		}
 		if err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)) {
@@ -48,6 +58,7 @@ func For(ctx context.Context, timeout time.Duration, what string, cond Condition
 			}
 			if time.Since(deniedSince) < authStartupGrace {
 				last = "apiserver starting: " + err.Error()
+				sayWaiting(err)
 				return false, nil
 			}
 		} else {

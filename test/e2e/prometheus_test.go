@@ -111,8 +111,8 @@ func TestInstallPrometheus(t *testing.T) {
 			t.Errorf("%s not restored exactly:\n%v\nwant\n%v", name, now.Object["spec"], orig.Object["spec"])
 		}
 	}
-	if out := run("status"); !strings.Contains(out, "prometheus         not applied") {
-		t.Errorf("status after revert:\n%s", out)
+	if out, err := runSync(t, cp, "status"); exitCode(t, err) != exitNotInstalled || !strings.Contains(out, "prometheus         not applied") {
+		t.Errorf("status after revert (%v):\n%s", err, out)
 	}
 
 	// Only the kubelet's: that one is edited, the other named.

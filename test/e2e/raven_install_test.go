@@ -157,8 +157,8 @@ func TestRavenInstallRevert(t *testing.T) {
 		t.Errorf("sync Deployment: %v %+v", err, sync.Spec.Template.Spec.Containers)
 	}
 
-	// Again: nothing changes. Status: every step applied; without
-	// --profile raven, revert and status refuse Raven's state.
+	// Again: nothing changes. Status: every step applied; revert with
+	// another --profile refuses the state, which records raven.
 	installed := ravenSnapshot(t, cp)
 	out, err = runSync(t, cp, "install", "--profile", "raven", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test")
 	if n, want := strings.Count(out, "already applied"), len(layoutSteps(layout.Raven)); err != nil || n != want {
@@ -173,8 +173,8 @@ func TestRavenInstallRevert(t *testing.T) {
 			t.Errorf("status (%v): %s not applied:\n%s", err, step, out)
 		}
 	}
-	if out, err := runSync(t, cp, "revert"); err == nil || !strings.Contains(out, "the install state holds step") {
-		t.Errorf("revert without --profile raven: %v\n%s", err, out)
+	if out, err := runSync(t, cp, "revert", "--profile", "yurt-tunnel"); err == nil || !strings.Contains(out, "records --profile raven") {
+		t.Errorf("revert --profile yurt-tunnel: %v\n%s", err, out)
 	}
 
 	endpoints = observeReadyEndpoints(t, cp, "raven-proxy-dns")

@@ -26,9 +26,10 @@ func TestStatusVerifyDNS(t *testing.T) {
 		err := p.Wait(t, time.Minute)
 		return p.Output(), err
 	}
+	// The sync alone, without install: every name right, and not installed.
 	out, err := status()
-	if err != nil {
-		t.Fatalf("status --verify-dns: %v\n%s", err, out)
+	if code := exitCode(t, err); code != exitNotInstalled {
+		t.Fatalf("status --verify-dns: exit %d, want %d (not installed)\n%s", code, exitNotInstalled, out)
 	}
 	for _, want := range []string{"master-1", "192.168.0.10       expected 192.168.0.10       OK", "worker-1", "10.96.0.9          expected 10.96.0.9          OK"} {
 		if !strings.Contains(out, want) {
@@ -44,7 +45,7 @@ func TestStatusVerifyDNS(t *testing.T) {
 	cp.ApplyConfigMap(t, recordsConfigMap("10.96.0.9\tworker-1", "192.168.0.99\tmaster-1"))
 	expectAnswer(t, answerBudget, dns.DNSAddr, "master-1", "A", "192.168.0.99")
 	out, err = status()
-	if err == nil || !strings.Contains(out, "192.168.0.99       expected 192.168.0.10       MISMATCH") ||
+	if exitCode(t, err) != exitDrifted || !strings.Contains(out, "192.168.0.99       expected 192.168.0.10       MISMATCH") ||
 		!strings.Contains(out, "worker-2") || !strings.Contains(out, "FAIL (NXDOMAIN)") || !strings.Contains(out, "2 node name(s) resolve wrong") {
 		t.Errorf("want the wrong and the missing record reported and a failure, got %v:\n%s", err, out)
 	}

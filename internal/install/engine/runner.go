@@ -122,11 +122,15 @@ func (r Runner) Revert(ctx context.Context, env *Env, out io.Writer) error {
 	return nil
 }
 
-// StatusReport is one step's line of `status`.
+// StatusReport is one step's line of `status`, and its entry in `status
+// -o json|yaml` (documented in docs/cli.md: fields are only ever added).
 type StatusReport struct {
-	Step   string
-	Status StepStatus
-	Detail string
+	Step   string     `json:"name"`
+	Status StepStatus `json:"state"`
+	Detail string     `json:"detail,omitempty"`
+	// Recorded: the install state records the step as applied (install ran
+	// it to the end), whatever the cluster shows now.
+	Recorded bool `json:"recorded"`
 }
 
 // Status reports each step.
@@ -137,11 +141,12 @@ func (r Runner) Status(ctx context.Context, env *Env) ([]StatusReport, error) {
 	}
 	var reports []StatusReport
 	for _, step := range r.Steps {
-		s, detail, err := step.Status(ctx, env, st.step(step.Name))
+		ss := st.step(step.Name)
+		s, detail, err := step.Status(ctx, env, ss)
 		if err != nil {
 			return nil, fmt.Errorf("status of step %s: %w", step.Name, err)
 		}
-		reports = append(reports, StatusReport{Step: step.Name, Status: s, Detail: detail})
+		reports = append(reports, StatusReport{Step: step.Name, Status: s, Detail: detail, Recorded: ss.Applied})
 	}
 	return reports, nil
 }

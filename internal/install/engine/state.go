@@ -9,7 +9,6 @@ import (
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -20,6 +19,10 @@ const StateConfigMap = "yurtdns-install-state"
 
 // ManagedByLabel marks objects install created.
 const ManagedByLabel = "app.kubernetes.io/managed-by"
+
+// ProfileAnnotation on the state ConfigMap names the --profile install ran
+// with, so that status, revert and a later install need not be told again.
+const ProfileAnnotation = "yurtdns.io/profile"
 
 // Record is one change a step made, under a key naming what changed: an
 // object install created (kube.ObjectKey), a value it edited (kube.FieldEdit.Key), or
@@ -111,15 +114,11 @@ func loadState(ctx context.Context, env *Env) (*state, error) {
 		if env.Options.DryRun {
 			return nil
 		}
-		return kubewait.RetryWhileAway(ctx, env.Options.Timeout, "saving install state", func(ctx context.Context) error { return s.save(ctx, env.Client) })
+		return kubewait.RetryWhileAway(ctx, env.Options.Timeout, "saving install state", func(ctx context.Context) error { return s.save(ctx, env) })
 	}
-	cm := &corev1.ConfigMap{}
-	err := env.Client.Get(ctx, client.ObjectKey{Namespace: tunnelnodes.Namespace, Name: StateConfigMap}, cm)
-	if apierrors.IsNotFound(err) {
-		return s, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading install state: %w", err)
+	cm, err := readState(ctx, env)
+	if cm == nil || err != nil {
+		return s, err
 	}
 	s.cm = cm
 	for name, data := range cm.Data {
@@ -133,9 +132,37 @@ func loadState(ctx context.Context, env *Env) (*state, error) {
 	return s, nil
 }
 
+// readState is the state ConfigMap, nil when there is none. It is the
+// first call of install, revert and status: an apiserver that a killed
+// install restarted is waited out for up to --timeout, as the saves are.
+func readState(ctx context.Context, env *Env) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{}
+	err := kubewait.RetryWhileAway(ctx, env.Options.Timeout, "reading install state", func(ctx context.Context) error {
+		return client.IgnoreNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: tunnelnodes.Namespace, Name: StateConfigMap}, cm))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading install state: %w", err)
+	}
+	if cm.Name == "" {
+		return nil, nil
+	}
+	return cm, nil
+}
+
+// RecordedProfile is the --profile the install state records, "" when
+// there is no state or an install before the profile was recorded wrote it.
+func RecordedProfile(ctx context.Context, env *Env) (string, error) {
+	cm, err := readState(ctx, env)
+	if cm == nil || err != nil {
+		return "", err
+	}
+	return cm.Annotations[ProfileAnnotation], nil
+}
+
 // save writes the state after each step, so an interrupted install knows
 // what it already did.
-func (s *state) save(ctx context.Context, c client.Client) error {
+func (s *state) save(ctx context.Context, env *Env) error {
+	c := env.Client
 	data := map[string]string{}
 	for name, st := range s.steps {
 		b, err := json.Marshal(st)
@@ -146,13 +173,16 @@ func (s *state) save(ctx context.Context, c client.Client) error {
 	}
 	if s.cm == nil {
 		s.cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: StateConfigMap,
-			Labels: map[string]string{ManagedByLabel: "yurtdns"}}, Data: data}
+			Labels:      map[string]string{ManagedByLabel: "yurtdns"},
+			Annotations: map[string]string{ProfileAnnotation: env.Options.Profile}}, Data: data}
 		if err := c.Create(ctx, s.cm); err != nil {
 			return fmt.Errorf("saving install state: %w", err)
 		}
 		return nil
 	}
 	s.cm.Data = data
+	// A state an install before the profile was recorded wrote gets it now.
+	metav1.SetMetaDataAnnotation(&s.cm.ObjectMeta, ProfileAnnotation, env.Options.Profile)
 	if err := c.Update(ctx, s.cm); err != nil {
 		return fmt.Errorf("saving install state: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
@@ -38,5 +39,31 @@ func TestLoadStateReadsThePreviousFormat(t *testing.T) {
 	}
 	if rec := st.step("kube-proxy").Records["ConfigMap kube-system/kube-proxy config.conf"]; rec.Before != "a" || rec.After != "b" || !rec.Restoring {
 		t.Errorf("value record: %+v", rec)
+	}
+}
+
+// The state records the profile install ran with, also on a state written
+// before it was recorded.
+func TestSaveRecordsTheProfile(t *testing.T) {
+	legacy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: StateConfigMap},
+		Data: map[string]string{"raven-rbac": `{"applied":true}`}}
+	for _, existing := range []*corev1.ConfigMap{nil, legacy} {
+		b := fake.NewClientBuilder()
+		if existing != nil {
+			b = b.WithObjects(existing.DeepCopy())
+		}
+		env := &Env{Client: b.Build(), Options: Options{Profile: "raven", Timeout: time.Second}}
+		ctx := context.Background()
+		st, err := loadState(ctx, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.step("records").Applied = true
+		if err := st.persist(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := RecordedProfile(ctx, env); err != nil || got != "raven" {
+			t.Errorf("state existing before: %v: recorded profile %q (%v), want raven", existing != nil, got, err)
+		}
 	}
 }

@@ -41,7 +41,7 @@ func manifestJob(node, action, image, patchesDir string, keepNodeLifecycle bool,
 	case action == "restore":
 		args = append(args, "--revert")
 	case keepNodeLifecycle:
-		args = append(args, "--keep-nodelifecycle")
+		args = append(args, "--kcm-nodelifecycle", engine.NodeLifecycleKeep)
 	}
 	for _, c := range slices.Sorted(maps.Keys(o.TestOnlyExtraFlags)) {
 		if action == "patch" {
