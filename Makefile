@@ -197,5 +197,28 @@ image: cross
 	$(GO) run ./hack/image $(call image_binaries,tunnel-nodes-sync) --entrypoint /tunnel-nodes-sync --ports 8080/tcp,8081/tcp \
 		--ref docker.io/yurtdns/tunnel-nodes-sync:$(VERSION) --out $(BIN)/tunnel-nodes-sync.oci.tar
 
+## release: what a user downloads for VERSION, in bin/release/VERSION/ (docs/release.md): each
+## command for each platform of make cross (coredns-yurt-linux-amd64, -linux-arm64,
+## -linux-armv7, the same for tunnel-nodes-sync), make image's two OCI archives, deploy/'s
+## manifests with this version's images (hack/release: coredns-yurt.yaml, node-local-dns.yaml,
+## ...) and SHA256SUMS over them all (`sha256sum -c SHA256SUMS`). It refuses a VERSION that is
+## not semver, and a tree with uncommitted changes, which no commit could rebuild (ALLOW_DIRTY=1
+## builds from one anyway).
+RELEASE_DIR := $(BIN)/release/$(VERSION)
+.PHONY: release
+release:
+	@[ -z "$$(git status --porcelain)" ] || [ "$(ALLOW_DIRTY)" = 1 ] || \
+		{ echo "release: uncommitted changes (git status); ALLOW_DIRTY=1 releases them anyway"; exit 1; }
+	rm -rf $(RELEASE_DIR)
+	$(GO) run ./hack/release --version $(VERSION) --out $(RELEASE_DIR)
+	$(MAKE) image VERSION=$(VERSION)
+	for arch in $(CROSS_ARCHS); do \
+		platform=linux-$$arch; [ $$arch != arm ] || platform=linux-armv7; \
+		for c in $(COMMANDS); do cp $(BIN)/linux_$$arch/$$c $(RELEASE_DIR)/$$c-$$platform || exit 1; done; \
+	done
+	cp $(BIN)/coredns-yurt.oci.tar $(BIN)/tunnel-nodes-sync.oci.tar $(RELEASE_DIR)/
+	cd $(RELEASE_DIR) && sha256sum * > SHA256SUMS && sha256sum --quiet -c SHA256SUMS
+	ls -l $(RELEASE_DIR)
+
 clean:
 	rm -rf $(BIN)
