@@ -54,13 +54,22 @@ func EnsureCreated(ctx context.Context, env *engine.Env, ss *engine.StepState, o
 	err = env.Client.Get(ctx, client.ObjectKeyFromObject(obj), existing)
 	if err == nil {
 		if existing.GetLabels()[engine.ManagedByLabel] != "yurtdns" {
-			return false, "", fmt.Errorf("%s already exists and was not created by yurtdns: refusing to change it", ObjectKey(obj))
+			return false, "", notOurs(obj)
 		}
 		return false, "", nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return false, "", err
 	}
+	return create(ctx, env, ss, obj, func(ctx context.Context, obj *unstructured.Unstructured) error {
+		return env.Client.Create(ctx, obj)
+	})
+}
+
+// create labels obj as install's, records it created (before the write, so
+// that a revert after an interruption deletes it), and writes it.
+func create(ctx context.Context, env *engine.Env, ss *engine.StepState, obj *unstructured.Unstructured,
+	write func(context.Context, *unstructured.Unstructured) error) (changed bool, diff string, err error) {
 	labels := obj.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
@@ -76,7 +85,11 @@ func EnsureCreated(ctx context.Context, env *engine.Env, ss *engine.StepState, o
 	if err := ss.Persist(ctx); err != nil {
 		return false, "", err
 	}
-	return true, diff, env.Client.Create(ctx, obj)
+	return true, diff, write(ctx, obj)
+}
+
+func notOurs(obj *unstructured.Unstructured) error {
+	return fmt.Errorf("%s already exists and was not created by yurtdns: refusing to change it", ObjectKey(obj))
 }
 
 // DeleteCreated deletes what EnsureCreated created.

@@ -71,12 +71,12 @@ func corednsDaemonSetStep() engine.Step {
 			if err != nil {
 				return engine.Result{}, err
 			}
-			createdDS, dsDiff, err := kube.EnsureCreated(ctx, env, ss, ds)
+			appliedDS, dsDiff, err := kube.Apply(ctx, env, ss, ds)
 			if err != nil {
 				return engine.Result{}, err
 			}
 			var res engine.Result
-			if createdDS {
+			if appliedDS != kube.Unchanged {
 				res.Diffs = append(res.Diffs, dsDiff)
 			}
 			var notReady []string
@@ -97,9 +97,13 @@ func corednsDaemonSetStep() engine.Step {
 			if scaled {
 				res.Diffs = append(res.Diffs, diff)
 			}
-			res.Changed = createdDS || scaled
-			res.Summary = "already applied"
-			if res.Changed {
+			res.Changed = appliedDS != kube.Unchanged || scaled
+			switch {
+			case !res.Changed:
+				res.Summary = "already applied"
+			case appliedDS == kube.Updated && !scaled:
+				res.Summary = "DaemonSet coredns updated and rolled out: Ready on every Ready node and behind kube-dns"
+			default:
 				res.Summary = "DaemonSet coredns Ready on every Ready node and behind kube-dns; Deployment coredns scaled to 0"
 			}
 			if len(notReady) > 0 {

@@ -64,7 +64,10 @@ func daemonSetFromDeployment(d *appsv1.Deployment, image string) (*appsv1.Daemon
 	}
 	kube.HardenPod(&tmpl.Spec)
 	tmpl.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-	maxUnavailable := intstr.FromString("10%")
+	// A new pod is Ready beside the old one before the old one goes: a
+	// node whose pods reach kube-dns only through their own node's pods
+	// (the topology annotation on an edge node pool) always has one.
+	maxSurge, maxUnavailable := intstr.FromString("10%"), intstr.FromInt32(0)
 	return &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.CoreDNSName, Namespace: tunnelnodes.Namespace, Labels: d.Labels},
 		Spec: appsv1.DaemonSetSpec{
@@ -72,7 +75,7 @@ func daemonSetFromDeployment(d *appsv1.Deployment, image string) (*appsv1.Daemon
 			Template: *tmpl,
 			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
 				Type:          appsv1.RollingUpdateDaemonSetStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: &maxUnavailable},
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxSurge: &maxSurge, MaxUnavailable: &maxUnavailable},
 			},
 		},
 	}, nil

@@ -2,6 +2,8 @@ package steps
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -52,6 +54,16 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 			res, err := files.Install(ctx, env, ss)
 			if err != nil {
 				return engine.Result{}, err
+			}
+			// A cache of another version (or Corefile) is replaced by a
+			// surge pod beside it on the same port: each node keeps a Ready
+			// cache on the address throughout.
+			if !env.Options.DryRun {
+				var notReady, podIPs []string
+				if err := kubewait.For(ctx, env.Options.Timeout, "DaemonSet "+nodeLocalDNS+" not rolled out",
+					kube.DaemonSetOnReadyNodes(env, nodeLocalDNS, &notReady, &podIPs)); err != nil {
+					return engine.Result{}, err
+				}
 			}
 			nodes, notReady, err := readyNodeNames(ctx, env)
 			if err != nil {
@@ -224,7 +236,33 @@ func nodeLocalObjects(ctx context.Context, env *engine.Env, l layout.Layout) ([]
 			}
 		}
 	}
-	return objs, nil
+	return objs, rollOnCorefile(objs)
+}
+
+// corefileHashAnnotation on the caches' pod template is their Corefile's
+// SHA-256: a Corefile of another version's rolls them, so that install
+// knows each cache runs it once the rollout is done, instead of waiting
+// for the kubelet's ConfigMap sync and reload's poll on every node.
+const corefileHashAnnotation = "yurtdns.io/corefile-sha256"
+
+// rollOnCorefile sets corefileHashAnnotation on the DaemonSet of objs from
+// the ConfigMap's Corefile.
+func rollOnCorefile(objs []*unstructured.Unstructured) error {
+	var corefile string
+	var ds *unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ConfigMap":
+			corefile, _, _ = unstructured.NestedString(o.Object, "data", "Corefile")
+		case "DaemonSet":
+			ds = o
+		}
+	}
+	if ds == nil || corefile == "" {
+		return fmt.Errorf("deploy/%s has no DaemonSet or no Corefile", deploy.NodeLocalDNS)
+	}
+	sum := sha256.Sum256([]byte(corefile))
+	return unstructured.SetNestedField(ds.Object, hex.EncodeToString(sum[:]), "spec", "template", "metadata", "annotations", corefileHashAnnotation)
 }
 
 // readyNodes are kube.ReadyNodes sorted by name.

@@ -10,7 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// objectsStep creates a fixed set of objects and deletes them on revert.
+// objectsStep applies a fixed set of objects (kube.Apply: created, or
+// moved to this version's) and deletes them on revert.
 func objectsStep(name string, objects func(context.Context, *engine.Env) ([]*unstructured.Unstructured, error)) engine.Step {
 	return engine.Step{
 		Name: name,
@@ -20,21 +21,32 @@ func objectsStep(name string, objects func(context.Context, *engine.Env) ([]*uns
 				return engine.Result{}, err
 			}
 			var res engine.Result
-			var created []string
+			var created, updated []string
 			for _, o := range objs {
-				changed, diff, err := kube.EnsureCreated(ctx, env, ss, o)
-				if err != nil {
+				applied, diff, err := kube.Apply(ctx, env, ss, o)
+				switch {
+				case err != nil:
 					return engine.Result{}, err
-				}
-				if changed {
+				case applied == kube.Created:
 					created = append(created, kube.ObjectKey(o))
+				case applied == kube.Updated:
+					updated = append(updated, kube.ObjectKey(o))
+				}
+				if applied != kube.Unchanged {
 					res.Diffs = append(res.Diffs, diff)
 				}
 			}
-			res.Changed = len(created) > 0
+			var summary []string
+			if len(created) > 0 {
+				summary = append(summary, "created "+strings.Join(created, ", "))
+			}
+			if len(updated) > 0 {
+				summary = append(summary, "updated "+strings.Join(updated, ", "))
+			}
+			res.Changed = len(summary) > 0
 			res.Summary = "already applied"
 			if res.Changed {
-				res.Summary = "created " + strings.Join(created, ", ")
+				res.Summary = strings.Join(summary, "; ")
 			}
 			return res, nil
 		},
@@ -70,9 +82,7 @@ func objectsStep(name string, objects func(context.Context, *engine.Env) ([]*uns
 			case len(missing) == 0 && len(outdated) == 0:
 				return engine.Applied, "", nil
 			case len(missing) == 0:
-				// install creates and never rewrites: an object from an
-				// earlier version stays as it was until revert deletes it.
-				return engine.Drifted, "not as this version installs: " + strings.Join(outdated, ", ") + " (run revert, then install, to replace)", nil
+				return engine.Drifted, "not as this version installs: " + strings.Join(outdated, ", ") + " (run install to update them)", nil
 			case ss.Applied:
 				return engine.Drifted, "objects install created are missing", nil
 			}
