@@ -168,8 +168,9 @@ soak: deps test-tools
 ## bench: dnsperf (yurthosts vs hosts vs whoami), propagation, scale and sync benchmarks on the
 ## real binaries and apiserver, the fleet benchmarks (5,000 and 100,000 nodes); writes
 ## bench/results.md and bench/latency.svg (about 25 minutes, then the real-cluster benchmarks).
-# BENCH_RUN names this run in every result file; benchreport refuses a mix.
-BENCH_RUN := $(VERSION) $(shell date -u +%Y-%m-%dT%H:%MZ)
+# BENCH_RUN names this run in every result file; benchreport refuses a mix. The commit, not
+# VERSION: every build between two releases has the same VERSION.
+BENCH_RUN := $(shell git describe --always --dirty 2>/dev/null || echo $(VERSION)) $(shell date -u +%Y-%m-%dT%H:%MZ)
 bench: export YURTDNS_BENCH_RUN = $(BENCH_RUN)
 bench: export YURTDNS_BENCH_OUT = $(CURDIR)/$(BIN)/bench-data
 bench: prereqs
