@@ -58,6 +58,7 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of node-exporter, for the prometheus step")
 	if withInstallFlags {
 		fl.BoolVar(&f.opts.DryRun, "dry-run", false, "Print a unified diff of every change and change nothing")
+		fl.BoolVar(&f.opts.Force, "force", false, "Install this binary's version even over a newer one the install state records (a downgrade)")
 		fl.StringSliceVar(&f.opts.Skip, "skip", nil, "Steps to skip, of --profile's (see its steps there)")
 		fl.StringVar(&f.opts.CoreDNSImage, "coredns-image", defaultCoreDNSImage, "Image of the CoreDNS DaemonSet (`make image` writes it)")
 		fl.StringVar(&f.opts.SyncImage, "sync-image", defaultSyncImage, "Image of tunnel-nodes-sync (`make image` writes it); also runs the control-plane Jobs")

@@ -27,7 +27,8 @@ const statusLong = `Reports each step of the profile: applied, not applied, or d
 The profile is the one the install state records; --profile may be left out.
 
 Output: a line per step, or with -o json|yaml the report as a document:
-profile, result, steps (name, state, detail, recorded) and, with
+profile, result, version, installedVersion, upgrade, steps (name, state,
+detail, recorded) and, with
 --verify-dns or --verify-dns-from-control-plane, nodeNamesWrong (see docs/cli.md).
 With -o, the node name checks print their tables on stderr.
 
@@ -70,6 +71,7 @@ func newStatusCommand() *cobra.Command {
 			if output != "" {
 				tables = cmd.ErrOrStderr()
 			} else {
+				fmt.Fprintln(out, report.VersionLine())
 				printSteps(out, report.Steps)
 			}
 			if verifyDNS != "" {

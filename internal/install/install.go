@@ -12,6 +12,7 @@ import (
 	"github.com/yurtdns/yurtdns/internal/install/steps"
 	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/internal/version"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,6 +53,29 @@ type Report struct {
 	// --verify-dns-from-control-plane found resolving wrong; absent when
 	// neither ran.
 	NodeNamesWrong *int `json:"nodeNamesWrong,omitempty"`
+	// InstalledVersion is the yurtdns version whose install last ran to
+	// the end; "" when not installed or installed before v0.1.0.
+	InstalledVersion string `json:"installedVersion,omitempty"`
+	// Version is this binary's.
+	Version string `json:"version"`
+	// Upgrade: install with this binary moves the cluster to its version.
+	Upgrade bool `json:"upgrade"`
+}
+
+// VersionLine says which version is installed and what this binary's
+// install would do to it.
+func (r Report) VersionLine() string {
+	switch c := version.Compare(r.InstalledVersion, r.Version); {
+	case r.Result == ResultNotInstalled:
+		return "yurtdns " + r.Version + ", not installed"
+	case r.InstalledVersion == "":
+		return "installed by yurtdns from before v0.1.0 (no version recorded): install upgrades it to " + r.Version
+	case c < 0:
+		return "yurtdns " + r.InstalledVersion + " installed: install upgrades it to this binary's " + r.Version
+	case c > 0:
+		return "yurtdns " + r.InstalledVersion + " installed, newer than this binary (" + r.Version + "): use the " + r.InstalledVersion + " binary"
+	}
+	return "yurtdns " + r.InstalledVersion + " installed"
 }
 
 // Result is status's verdict.
@@ -76,7 +100,13 @@ func Status(ctx context.Context, env *engine.Env) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	return Report{Profile: env.Options.Profile, Result: verdict(steps), Steps: steps}, nil
+	installed, exists, err := engine.RecordedVersion(ctx, env)
+	if err != nil {
+		return Report{}, err
+	}
+	res := verdict(steps)
+	return Report{Profile: env.Options.Profile, Result: res, Steps: steps, InstalledVersion: installed, Version: version.Version,
+		Upgrade: exists && res != ResultNotInstalled && version.Compare(installed, version.Version) < 0}, nil
 }
 
 // verdict is the Result of the steps' reports alone.

@@ -13,7 +13,10 @@ import (
 
 // Options are install's flags.
 type Options struct {
-	DryRun       bool
+	DryRun bool
+	// Force: install this binary's version over a newer one the state
+	// records (a downgrade).
+	Force        bool
 	Skip         []string
 	CoreDNSImage string
 	SyncImage    string

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/yurtdns/yurtdns/internal/version"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -30,6 +32,10 @@ func (r Runner) Install(ctx context.Context, env *Env, out io.Writer) error {
 	st, err := r.loadState(ctx, env)
 	if err != nil {
 		return err
+	}
+	if version.Compare(st.version, version.Version) > 0 && !env.Options.Force {
+		return fmt.Errorf("the cluster runs yurtdns %s, newer than this binary (%s): install with the %s binary, "+
+			"or give --force to put this older version's objects over it", st.version, version.Version, st.version)
 	}
 	if err := r.Preflight(ctx, env, out); err != nil {
 		return err
@@ -56,7 +62,12 @@ func (r Runner) Install(ctx context.Context, env *Env, out io.Writer) error {
 			return err
 		}
 	}
-	return nil
+	if env.Options.DryRun {
+		return nil
+	}
+	// Every step is at this version now.
+	st.version = version.Version
+	return st.persist(ctx)
 }
 
 // notRequested is the install of an opt-in step its flag did not ask for.

@@ -24,6 +24,11 @@ const ManagedByLabel = "app.kubernetes.io/managed-by"
 // with, so that status, revert and a later install need not be told again.
 const ProfileAnnotation = "yurtdns.io/profile"
 
+// VersionAnnotation on the state ConfigMap is the yurtdns version whose
+// install last ran to the end (absent: one from before v0.1.0, which did
+// not record it). An older binary refuses to install over it.
+const VersionAnnotation = "yurtdns.io/version"
+
 // Record is one change a step made, under a key naming what changed: an
 // object install created (kube.ObjectKey), a value it edited (kube.FieldEdit.Key), or
 // the control-plane step's manifests or Jobs (ManifestsRecordKey,
@@ -87,7 +92,9 @@ type StepState struct {
 
 // state is the whole state ConfigMap, one JSON value per step.
 type state struct {
-	steps   map[string]*StepState
+	steps map[string]*StepState
+	// version is VersionAnnotation's value, "" when absent.
+	version string
 	cm      *corev1.ConfigMap
 	persist func(context.Context) error
 }
@@ -121,6 +128,7 @@ func loadState(ctx context.Context, env *Env) (*state, error) {
 		return s, err
 	}
 	s.cm = cm
+	s.version = cm.Annotations[VersionAnnotation]
 	for name, data := range cm.Data {
 		st := &StepState{Persist: s.persist}
 		if err := json.Unmarshal([]byte(data), st); err != nil {
@@ -159,6 +167,16 @@ func RecordedProfile(ctx context.Context, env *Env) (string, error) {
 	return cm.Annotations[ProfileAnnotation], nil
 }
 
+// RecordedVersion is the yurtdns version the install state records
+// (VersionAnnotation); exists is false when there is no state.
+func RecordedVersion(ctx context.Context, env *Env) (v string, exists bool, err error) {
+	cm, err := readState(ctx, env)
+	if cm == nil || err != nil {
+		return "", false, err
+	}
+	return cm.Annotations[VersionAnnotation], true, nil
+}
+
 // save writes the state after each step, so an interrupted install knows
 // what it already did.
 func (s *state) save(ctx context.Context, env *Env) error {
@@ -183,6 +201,9 @@ func (s *state) save(ctx context.Context, env *Env) error {
 	s.cm.Data = data
 	// A state an install before the profile was recorded wrote gets it now.
 	metav1.SetMetaDataAnnotation(&s.cm.ObjectMeta, ProfileAnnotation, env.Options.Profile)
+	if s.version != "" {
+		metav1.SetMetaDataAnnotation(&s.cm.ObjectMeta, VersionAnnotation, s.version)
+	}
 	if err := c.Update(ctx, s.cm); err != nil {
 		return fmt.Errorf("saving install state: %w", err)
 	}
