@@ -55,23 +55,37 @@ func Binary(t TB, name string) string {
 // by side with today's.
 func BinaryAt(t TB, commit, name string) string {
 	t.Helper()
-	root, err := RepoRoot()
+	paths, err := BuildAt(commit, t.TempDir(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := t.TempDir()
-	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, commit, src)
+	return paths[0]
+}
+
+// BuildAt builds ./cmd/NAME for each of names as the module was at commit,
+// static, into dir/bin; dir holds the commit's source. The paths come in
+// names' order.
+func BuildAt(commit, dir string, names ...string) ([]string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, commit, dir)
 	if out, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("git archive %s: %v\n%s", commit, err, out)
+		return nil, fmt.Errorf("git archive %s: %v\n%s", commit, err, out)
 	}
-	path := filepath.Join(src, "bin", name)
-	cmd := exec.Command("go", "build", "-trimpath", "-o", path, "./cmd/"+name)
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/%s at %s: %v\n%s", name, commit, err, out)
+	var paths []string
+	for _, name := range names {
+		path := filepath.Join(dir, "bin", name)
+		cmd := exec.Command("go", "build", "-trimpath", "-o", path, "./cmd/"+name)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build ./cmd/%s at %s: %v\n%s", name, commit, err, out)
+		}
+		paths = append(paths, path)
 	}
-	return path
+	return paths, nil
 }
 
 // Process is a project binary running as a subprocess.

@@ -2,6 +2,7 @@ package realcluster
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,8 +15,11 @@ import (
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
 	"github.com/yurtdns/yurtdns/internal/staticpod"
 	"github.com/yurtdns/yurtdns/test/cluster"
+	"github.com/yurtdns/yurtdns/test/harness"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestKubeadmUpgrade runs first (this file sorts first): the cluster
@@ -34,21 +38,39 @@ func TestKubeadmUpgrade(t *testing.T) {
 	// Node names answer once install is done; a ClusterIP Service all along.
 	probes := startProbe("", probeName, "", askers(before))
 
-	install := func(args ...string) {
+	// yurtdns as an earlier commit installs it, NodeLocal DNS included.
+	e := earlierOnNodes(t)
+	install := func(bin string, args ...string) {
+		t.Helper()
 		started := time.Now()
-		if _, err := runSync(t, args...); err != nil {
+		if _, err := runSyncBin(t, bin, args...); err != nil {
 			t.Fatalf("%s: %v", strings.Join(args, " "), err)
 		}
 		t.Logf("%s took %s", strings.Join(args, " "), time.Since(started).Round(100*time.Millisecond))
 	}
-	install("install", "--control-plane-jobs")
-	probes.finish(t, "install, asked from pods made before it")
+	images := []string{"--coredns-image", e.coreDNSImage, "--sync-image", e.syncImage}
+	install(e.bin, append([]string{"install", "--control-plane-jobs"}, images...)...)
+	probes.finish(t, "install of "+earlierCommit+", asked from pods made before it")
 	nodeNames := startUpgradeProbes(before)
-	install("install", "--control-plane-jobs", "--node-local-dns")
-	nodeNames.finish(t, "install --node-local-dns, asked from pods made before install")
+	install(e.bin, append([]string{"install", "--control-plane-jobs", "--node-local-dns"}, images...)...)
+	nodeNames.finish(t, "install --node-local-dns of "+earlierCommit+", asked from pods made before install")
 	// And pods that ask the node-local cache.
 	after := []podNetns{startPausePod(t, "upgrade-local-m1", "master-1"), startPausePod(t, "upgrade-local-w1", "worker-1")}
 	local := startUpgradeProbes(after)
+
+	t.Run("yurtdns upgraded in place", func(t *testing.T) {
+		probes := startUpgradeProbes(before)
+		static := staticPodHashes(t)
+		localPods := podUIDs(t, after)
+		started := time.Now()
+		if _, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns"); err != nil {
+			t.Fatalf("install over %s: %v", earlierCommit, err)
+		}
+		took := time.Since(started)
+		probes.finish(t, "yurtdns upgraded from "+earlierCommit+", asked from pods made before install")
+		t.Logf("install of this version over %s's took %s", earlierCommit, took.Round(100*time.Millisecond))
+		checkSelfUpgrade(t, static, localPods)
+	})
 
 	t.Run("kubeadm upgrade as the README gives it", func(t *testing.T) {
 		probes := startUpgradeProbes(before)
@@ -100,7 +122,7 @@ func TestKubeadmUpgrade(t *testing.T) {
 		probes.finish(t, "the plain upgrade and install, asked from pods made before install")
 		checkUpgradeKeptInstall(t)
 	})
-	local.finish(t, "both upgrades and installs, asked from pods made under node-local DNS")
+	local.finish(t, "the yurtdns upgrade, both kubeadm upgrades and installs, asked from pods made under "+earlierCommit+"'s node-local DNS")
 
 	// Pods made under node-local DNS would lose it: revert refuses while they run.
 	for _, p := range after {
@@ -117,6 +139,91 @@ func TestKubeadmUpgrade(t *testing.T) {
 	}
 	probes.finish(t, "revert, asked from pods made before install")
 	checkRevertedAsKubeadmRenders(t)
+}
+
+// staticPodHashes are the config hashes the kubelet gives master-1's static
+// pods' mirror pods: a hash changes when the pod restarts with a new manifest.
+func staticPodHashes(t *testing.T) map[string]string {
+	t.Helper()
+	hashes := map[string]string{}
+	for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		p, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), c+"-master-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes[p.Name] = p.Annotations["kubernetes.io/config.hash"]
+	}
+	return hashes
+}
+
+func podUIDs(t *testing.T, pods []podNetns) map[string]types.UID {
+	t.Helper()
+	uids := map[string]types.UID{}
+	for _, p := range pods {
+		pod, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), p.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[p.name] = pod.UID
+	}
+	return uids
+}
+
+// checkSelfUpgrade: after this version's install over earlierCommit's, no static pod restarted (their patches are the same),
+// the pods made under the earlier node-local DNS still run, every DNS pod
+// runs this version's image, and install finds nothing left to change.
+func checkSelfUpgrade(t *testing.T, static map[string]string, localPods map[string]types.UID) {
+	ctx := context.Background()
+	if now := staticPodHashes(t); !maps.Equal(now, static) {
+		t.Errorf("static pods restarted by the upgrade: config hashes %v, before %v", now, static)
+	}
+	for name, uid := range localPods {
+		p, err := cs.CoreV1().Pods("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.UID != uid || p.Status.Phase != corev1.PodRunning {
+			t.Errorf("pod %s, made under %s's node-local DNS, after the upgrade: %v", name, earlierCommit, err)
+		}
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := strings.TrimSpace(string(v))
+	for selector, image := range map[string]string{
+		"k8s-app=kube-dns":                         "docker.io/yurtdns/coredns-yurt:" + version,
+		"k8s-app=node-local-dns":                   "docker.io/yurtdns/coredns-yurt:" + version,
+		"app.kubernetes.io/name=tunnel-nodes-sync": "docker.io/yurtdns/tunnel-nodes-sync:" + version,
+	} {
+		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			running++
+			if got := p.Spec.Containers[0].Image; got != image {
+				t.Errorf("pod %s runs %s, want %s", p.Name, got, image)
+			}
+		}
+		if running == 0 {
+			t.Errorf("no pod of %s", selector)
+		}
+	}
+	// A fresh install of this version would apply nothing else.
+	dry, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns", "--dry-run")
+	if err != nil || regexp.MustCompile(`(?m)^\s*(\+\+\+|---) `).MatchString(dry) {
+		t.Errorf("install --dry-run after the upgrade still finds changes (%v):\n%s", err, dry)
+	}
+	status, err := runSync(t, "status")
+	if err != nil || !strings.Contains(status, "yurtdns "+version+" installed") || strings.Contains(status, "drifted") {
+		t.Errorf("status after the upgrade must show %s installed, every step applied (exit %v):\n%s", version, err, status)
+	}
 }
 
 // inNode is where a path inside node's mount namespace is on the machine.

@@ -28,7 +28,13 @@ import (
 // to set beside the DNS probe's failures.
 func runSync(t testing.TB, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(syncBin, append(args, "--kubeconfig", kc.Kubeconfig)...)
+	return runSyncBin(t, syncBin, args...)
+}
+
+// runSyncBin is runSync with another version's tunnel-nodes-sync.
+func runSyncBin(t testing.TB, bin string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(bin, append(args, "--kubeconfig", kc.Kubeconfig)...)
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -52,6 +52,17 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
+	// The self-upgrade's earlier yurtdns builds while the cluster starts.
+	earlierDir, err := os.MkdirTemp(bin, "earlier-")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer os.RemoveAll(earlierDir)
+	go func() {
+		e, err := buildEarlier(root, earlierDir)
+		earlier <- earlierResult{e, err}
+	}()
 	started := time.Now()
 	kc, err = cluster.Start(context.Background(), cluster.Config{
 		Dir: filepath.Join(bin, "cluster"), Bin: filepath.Join(bin, "k8s"), Images: images, Log: os.Stdout,
