@@ -344,9 +344,14 @@ func BenchmarkFleetChange(b *testing.B) {
 // waitForAnswer asks server every millisecond until name answers want (A),
 // and returns the time since changed.
 func waitForAnswer(b testing.TB, server, name, want string, changed time.Time) time.Duration {
+	return waitForAnswerWithin(b, server, name, want, changed, 10*time.Second)
+}
+
+// waitForAnswerWithin is waitForAnswer giving up limit after changed.
+func waitForAnswerWithin(b testing.TB, server, name, want string, changed time.Time, limit time.Duration) time.Duration {
 	c := &dns.Client{Timeout: 200 * time.Millisecond}
 	m := new(dns.Msg).SetQuestion(name+".", dns.TypeA)
-	for time.Since(changed) < 10*time.Second {
+	for time.Since(changed) < limit {
 		r, _, err := c.Exchange(m, server)
 		if err == nil && len(r.Answer) == 1 {
 			if a, ok := r.Answer[0].(*dns.A); ok && a.A.String() == want {
@@ -355,8 +360,8 @@ func waitForAnswer(b testing.TB, server, name, want string, changed time.Time) t
 		}
 		time.Sleep(time.Millisecond)
 	}
-	b.Errorf("%s did not answer %s → %s within 10s", server, name, want)
-	return 10 * time.Second
+	b.Errorf("%s did not answer %s → %s within %s", server, name, want, limit)
+	return limit
 }
 
 // BenchmarkFleet100k: 100,000 kubelet-sized Nodes (kubeletNode: worker-1's
@@ -365,9 +370,10 @@ func waitForAnswer(b testing.TB, server, name, want string, changed time.Time) t
 // apiserver and fleet, each with the GOMEMLIMIT its deployment gave it and
 // from a start with no shards: start → every record written, RSS (and its
 // peak) and Go heap after start and after 200 changes at 20/s, change →
-// answer at a coredns-yurt serving the shards. Then coredns-yurt from start
-// to ready and its resident memory over the same server with no records,
-// and a spot-check of names.
+// answer at a coredns-yurt serving the shards. Then today's sync under the
+// kubelets' status churn beside a bare informer (measureFleetChurn). Then
+// coredns-yurt from start to ready and its resident memory over the same
+// server with no records, and a spot-check of names.
 func BenchmarkFleet100k(b *testing.B) {
 	nodes := 100000
 	if testing.Short() {
@@ -396,6 +402,7 @@ func BenchmarkFleet100k(b *testing.B) {
 	// The client QPS default: today's sync at the old --kube-api-qps 100.
 	oldQPS := measureFleetSync(b, cp, c, srv, nodes, harness.Binary(b, "tunnel-nodes-sync"), deployedGOMEMLIMIT(b), rng,
 		"--kube-api-qps=100", "--kube-api-burst=200")
+	churn := measureFleetChurn(b, cp, c, srv, nodes, rng)
 	srv.Stop()
 
 	measure := func(records string) (time.Duration, int, *harness.CoreDNS) {
@@ -434,7 +441,7 @@ func BenchmarkFleet100k(b *testing.B) {
 		"baseline_commit": baselineCommit[:7], "churn_changes": fleetChurn, "baseline": baseline.fields(), "today": today.fields(),
 		"today_qps_100_written_ms": oldQPS.written.Milliseconds(), "coredns_ready_ms": ready.Milliseconds(),
 		"coredns_empty_ready_ms":     emptyReady.Milliseconds(),
-		"coredns_rss_over_empty_mib": float64(rss-emptyRSS) / 1024})
+		"coredns_rss_over_empty_mib": float64(rss-emptyRSS) / 1024, "churn": churn.fields()})
 	for _, m := range []struct {
 		name string
 		fleetSyncRun
@@ -444,10 +451,31 @@ func BenchmarkFleet100k(b *testing.B) {
 			m.name, m.gomemlimit, nodes, m.shards, m.written.Round(time.Millisecond), m.startRSS, m.startPeakRSS, m.startHeap,
 			fleetChurn, m.churnWrites, m.rss, m.peakRSS, m.heap, percentile(m.answer, 0.5), percentile(m.answer, 0.99))
 	}
+	b.Logf("under %.0f status updates/s (of %d asked; %d dropped, %d failed) for %s: CPU per update sync %.0f µs, bare informer %.0f µs (%.2fx), %.0f shard writes; "+
+		"%d changes one at a time: change → answer p50 %s p99 %s max %s, %.0f shard writes; %d changes at once (%d shards): written in %s, all answered in %s, %.0f shard writes; "+
+		"sync (GOMEMLIMIT %s) RSS %.0f MiB (peak %.0f), heap %.0f MiB",
+		churn.rate, churnStatusPerSecond, churn.droppedUpdates, churn.failedUpdates, churn.window.Round(time.Second),
+		churn.perUpdate(churn.syncCPU), churn.perUpdate(churn.informerCPU), churn.cpuRatio(), churn.windowShardWrites,
+		len(churn.answer), percentile(churn.answer, 0.5), percentile(churn.answer, 0.99), percentile(churn.answer, 1), churn.changeShardWrites,
+		churn.burst, churn.burstShards, churn.burstWritten.Round(time.Millisecond), churn.burstAnswered.Round(time.Millisecond), churn.burstShardWrites,
+		churn.gomemlimit, churn.rss, churn.peakRSS, churn.heap)
 	b.Logf("coredns-yurt ready %s after start (empty: %s), RSS +%.1f MiB over empty; 200 names spot-checked",
 		ready.Round(time.Millisecond), emptyReady.Round(time.Millisecond), float64(rss-emptyRSS)/1024)
-	if today.peakRSS > 128 {
-		b.Errorf("the sync's peak RSS %.0f MiB is over 128 MiB", today.peakRSS)
+	if p99 := percentile(churn.answer, 0.99); p99 > 100*time.Millisecond {
+		b.Errorf("under status churn, node change → answer p99 %s, over 100 ms", p99)
+	}
+	if churn.cpuRatio() > 1.5 {
+		b.Errorf("the sync's CPU per status update is %.2fx a bare informer's, over 1.5x", churn.cpuRatio())
+	}
+	if churn.windowShardWrites != 0 || churn.changeShardWrites != float64(len(churn.answer)) {
+		b.Errorf("shard writes: %.0f for status updates alone, %.0f for %d changes; want none and one a change",
+			churn.windowShardWrites, churn.changeShardWrites, len(churn.answer))
+	}
+	if churn.burstAnswered > 5*time.Second {
+		b.Errorf("%d changes at once answered in %s, over 5 s", churn.burst, churn.burstAnswered)
+	}
+	if max(today.peakRSS, churn.peakRSS) > 128 {
+		b.Errorf("the sync's peak RSS %.0f MiB is over 128 MiB", max(today.peakRSS, churn.peakRSS))
 	}
 	if today.written > 30*time.Second {
 		b.Errorf("the sync wrote every record %s after start, over 30 s", today.written.Round(time.Millisecond))
