@@ -98,16 +98,40 @@ type fleetSync struct {
 
 // fleet100k is BenchmarkFleet100k's result.
 type fleet100k struct {
-	Nodes          float64   `json:"nodes"`
-	NodeJSONBytes  float64   `json:"node_json_bytes"`
-	BaselineCommit string    `json:"baseline_commit"`
-	Churn          int       `json:"churn_changes"`
-	Baseline       fleetSync `json:"baseline"`
-	Today          fleetSync `json:"today"`
-	TodayQPS100MS  float64   `json:"today_qps_100_written_ms"`
-	CoreDNSReady   float64   `json:"coredns_ready_ms"`
-	CoreDNSEmpty   float64   `json:"coredns_empty_ready_ms"`
-	CoreDNSRSSOver float64   `json:"coredns_rss_over_empty_mib"`
+	Nodes          float64    `json:"nodes"`
+	NodeJSONBytes  float64    `json:"node_json_bytes"`
+	BaselineCommit string     `json:"baseline_commit"`
+	Churn          int        `json:"churn_changes"`
+	Baseline       fleetSync  `json:"baseline"`
+	Today          fleetSync  `json:"today"`
+	TodayQPS100MS  float64    `json:"today_qps_100_written_ms"`
+	CoreDNSReady   float64    `json:"coredns_ready_ms"`
+	CoreDNSEmpty   float64    `json:"coredns_empty_ready_ms"`
+	CoreDNSRSSOver float64    `json:"coredns_rss_over_empty_mib"`
+	StatusChurn    fleetChurn `json:"churn"`
+}
+
+// fleetChurn is today's sync under the kubelets' status churn in
+// BenchmarkFleet100k, beside a bare informer.
+type fleetChurn struct {
+	Rate              float64 `json:"status_updates_per_s"`
+	Window            float64 `json:"window_s"`
+	Updates           float64 `json:"updates"`
+	SyncCPU           float64 `json:"sync_cpu_us_per_update"`
+	InformerCPU       float64 `json:"informer_cpu_us_per_update"`
+	CPURatio          float64 `json:"cpu_ratio"`
+	WindowShardWrites float64 `json:"window_shard_writes"`
+	Changes           float64 `json:"changes"`
+	AnswerP50         float64 `json:"answer_p50_ms"`
+	AnswerP99         float64 `json:"answer_p99_ms"`
+	ChangeShardWrites float64 `json:"change_shard_writes"`
+	Burst             float64 `json:"burst"`
+	BurstWritten      float64 `json:"burst_written_ms"`
+	BurstAnswered     float64 `json:"burst_answered_ms"`
+	BurstShards       float64 `json:"burst_shards"`
+	BurstShardWrites  float64 `json:"burst_shard_writes"`
+	PeakRSS           float64 `json:"peak_rss_mib"`
+	GOMEMLIMIT        string  `json:"gomemlimit"`
 }
 
 // load reads name's result into v; it must come from run.
@@ -190,6 +214,10 @@ func run(in, out, runID string) error {
 		f100k.Nodes, f100k.NodeJSONBytes, f100k.BaselineCommit, bs.GOMEMLIMIT, ts.GOMEMLIMIT, ts.Shards, bs.WrittenMS/1000, ts.WrittenMS/1000, f100k.TodayQPS100MS/1000,
 		bs.StartPeakRSS, ts.StartPeakRSS, bs.StartRSS, ts.StartRSS, bs.StartHeap, ts.StartHeap, f100k.Churn, bs.PeakRSS, ts.PeakRSS, bs.RSS, ts.RSS,
 		bs.Heap, ts.Heap, bs.ChurnWrites, ts.ChurnWrites, bs.AnswerP50, ts.AnswerP50, bs.AnswerP99, ts.AnswerP99)
+	fc := f100k.StatusChurn
+	row("| today's sync at %.0f kubelet-sized nodes under their status churn (%.0f updates/s achieved of 333 asked, %.0f s), beside a bare client-go informer of the same Nodes, same run | CPU per status update **%.0f vs %.0f µs (%.2fx)**, %.0f shard writes for them; %.0f changes one at a time: change → answer (coredns-yurt) p50 %.0f ms, **p99 %.0f ms**, %.0f shard writes; %.0f changes at once (%.0f shards): API took them in %.1f s, **all answered in %.1f s**, %.0f shard writes; peak RSS %.0f MiB (GOMEMLIMIT %s) | ≤ 1.5x; p99 ≤ 100 ms; writes = changes; burst ≤ 5 s; RSS ≤ 128 MiB | `-bench Fleet100k` |\n",
+		f100k.Nodes, fc.Rate, fc.Window, fc.SyncCPU, fc.InformerCPU, fc.CPURatio, fc.WindowShardWrites, fc.Changes, fc.AnswerP50, fc.AnswerP99, fc.ChangeShardWrites,
+		fc.Burst, fc.BurstShards, fc.BurstWritten/1000, fc.BurstAnswered/1000, fc.BurstShardWrites, fc.PeakRSS, fc.GOMEMLIMIT)
 	row("| coredns-yurt at %.0f nodes (the shards) | start → ready %.0f ms (empty %.0f ms), RSS +%.1f MiB over empty | ready ≤ 2 s; ≤ 64 MiB | `-bench Fleet100k` |\n",
 		f100k.Nodes, f100k.CoreDNSReady, f100k.CoreDNSEmpty, f100k.CoreDNSRSSOver)
 	nl, ci := local.NodeLocal, local.ClusterIP
