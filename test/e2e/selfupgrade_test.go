@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestInstallUpgradesInPlace: install over objects an earlier version
+// created (plain creates, fields owned by its client's name) moves them to
+// this version's, drops what this version no longer sets, keeps what others
+// set, shows it first with --dry-run, and refuses a downgrade unless forced.
+func TestInstallUpgradesInPlace(t *testing.T) {
+	k := newKubeadmCluster(t)
+	ctx := context.Background()
+	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
+	defer stop()
+	images := []string{"--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test"}
+	if out, err := k.run(t, append([]string{"install"}, images...)...); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+
+	// As an install from before v0.1.0 left them: the sync's Role with a
+	// rule this version dropped, its Deployment on the old image, and no
+	// version in the state. An operator's annotation rides along.
+	roles := k.Client.RbacV1().Roles(tunnelnodes.Namespace)
+	role, err := roles.Get(ctx, "yurtdns:tunnel-nodes-sync", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := roles.Delete(ctx, role.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := role.Rules
+	old := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace, Labels: role.Labels},
+		Rules: append(want[:len(want):len(want)], rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"gone-in-this-version"}})}
+	if _, err := roles.Create(ctx, old, metav1.CreateOptions{FieldManager: "tunnel-nodes-sync"}); err != nil {
+		t.Fatal(err)
+	}
+	deployments := k.Client.AppsV1().Deployments(tunnelnodes.Namespace)
+	d, err := deployments.Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Spec.Containers[0].Image = "tunnel-nodes-sync:earlier"
+	if d, err = deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: "tunnel-nodes-sync"}); err != nil {
+		t.Fatal(err)
+	}
+	metav1.SetMetaDataAnnotation(&d.ObjectMeta, "example.com/owner", "ops")
+	if _, err = deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: "kubectl-annotate"}); err != nil {
+		t.Fatal(err)
+	}
+	setStateVersion(t, k, "")
+
+	status, _ := k.run(t, "status")
+	if !strings.Contains(status, "installed by yurtdns from before v0.1.0 (no version recorded): install upgrades it") {
+		t.Errorf("status over an earlier version's install:\n%s", status)
+	}
+
+	out, err := k.run(t, append([]string{"install", "--dry-run"}, images...)...)
+	if err != nil {
+		t.Fatalf("install --dry-run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"[sync] would: updated Role kube-system/yurtdns:tunnel-nodes-sync, Deployment kube-system/tunnel-nodes-sync", "-  - gone-in-this-version", "-        image: tunnel-nodes-sync:earlier", "+        image: tunnel-nodes-sync:test"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("install --dry-run lacks %q:\n%s", want, out)
+		}
+	}
+	// (The Deployment's status moves on as its rollout plays out: its spec and the Role tell.)
+	if r, err := roles.Get(ctx, role.Name, metav1.GetOptions{}); err != nil || len(r.Rules) != len(want)+1 {
+		t.Errorf("install --dry-run changed the Role: %+v (%v)", r.Rules, err)
+	}
+	if d, err := deployments.Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{}); err != nil || d.Spec.Template.Spec.Containers[0].Image != "tunnel-nodes-sync:earlier" {
+		t.Errorf("install --dry-run changed the Deployment (%v)", err)
+	}
+
+	out, err = k.run(t, append([]string{"install"}, images...)...)
+	if err != nil || !strings.Contains(out, "[sync] updated Role kube-system/yurtdns:tunnel-nodes-sync, Deployment kube-system/tunnel-nodes-sync") {
+		t.Fatalf("install over the earlier version (%v):\n%s", err, out)
+	}
+	role, err = roles.Get(ctx, role.Name, metav1.GetOptions{})
+	if err != nil || len(role.Rules) != len(want) {
+		t.Errorf("the Role after the upgrade: %+v (%v), want the rules %+v", role.Rules, err, want)
+	}
+	d, err = deployments.Get(ctx, "tunnel-nodes-sync", metav1.GetOptions{})
+	if err != nil || d.Spec.Template.Spec.Containers[0].Image != "tunnel-nodes-sync:test" || d.Annotations["example.com/owner"] != "ops" {
+		t.Errorf("the Deployment after the upgrade: image %s, annotations %v (%v)", d.Spec.Template.Spec.Containers[0].Image, d.Annotations, err)
+	}
+	if out, err := k.run(t, append([]string{"install"}, images...)...); err != nil || strings.Contains(out, "updated") {
+		t.Errorf("install once more changed something (%v):\n%s", err, out)
+	}
+
+	// A newer version's install: this binary refuses to downgrade it.
+	setStateVersion(t, k, "v99.0.0")
+	out, err = k.run(t, append([]string{"install"}, images...)...)
+	if err == nil || !strings.Contains(out, "the cluster runs yurtdns v99.0.0, newer than this binary") {
+		t.Errorf("install over a newer version must refuse (%v):\n%s", err, out)
+	}
+	if status, _ := k.run(t, "status"); !strings.Contains(status, "yurtdns v99.0.0 installed, newer than this binary") {
+		t.Errorf("status over a newer version:\n%s", status)
+	}
+	if out, err := k.run(t, append([]string{"install", "--force"}, images...)...); err != nil {
+		t.Errorf("install --force over a newer version: %v\n%s", err, out)
+	}
+}
+
+// setStateVersion sets the version the install state records; "" removes it.
+func setStateVersion(t *testing.T, k *kubeadmCluster, v string) {
+	t.Helper()
+	cms := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace)
+	cm, err := cms.Get(context.Background(), engine.StateConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v == "" {
+		delete(cm.Annotations, engine.VersionAnnotation)
+	} else {
+		metav1.SetMetaDataAnnotation(&cm.ObjectMeta, engine.VersionAnnotation, v)
+	}
+	if _, err := cms.Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
