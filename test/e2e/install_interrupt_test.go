@@ -134,7 +134,7 @@ func TestInstallInterrupted(t *testing.T) {
 	}
 	// Every step with a write to kill at: prometheus makes none on this
 	// cluster (no prometheus-operator), so it is not killed here.
-	steps := slices.DeleteFunc(layoutSteps(layout.YurtTunnel), func(s string) bool { return s == "prometheus" })
+	steps := slices.DeleteFunc(layoutSteps(layout.YurtTunnel), func(s string) bool { return s == "prometheus" || s == "monitoring" })
 	// stepCases kills cmd at each point of each step in turn: subtests
 	// <step>/<point> of t.
 	stepCases := func(t *testing.T, cmd string) {
@@ -220,8 +220,8 @@ func newInterruptCluster(t *testing.T) *interruptCluster {
 		t.Fatalf("uninterrupted install: %v\n%s", err, out)
 	}
 	c.installed, c.created, c.state = k.snapshot(t), k.createdObjects(t), k.installState(t)
-	// Every step records its state but prometheus, skipped here (no prometheus-operator).
-	if len(c.created) == 0 || len(c.state) != len(layoutSteps(layout.YurtTunnel))-1 {
+	// Every step records its state but prometheus and monitoring, skipped here (no prometheus-operator).
+	if len(c.created) == 0 || len(c.state) != len(layoutSteps(layout.YurtTunnel))-2 {
 		t.Fatalf("uninterrupted install created %d objects and recorded %d steps", len(c.created), len(c.state))
 	}
 	if out, err := k.run(t, "revert"); err != nil {
