@@ -132,7 +132,7 @@ func TestInstallInterrupted(t *testing.T) {
 			}
 		})
 	}
-	// Every step with a write to kill at: prometheus makes none on this
+	// Every step with a write to kill at: prometheus and monitoring make none on this
 	// cluster (no prometheus-operator), so it is not killed here.
 	steps := slices.DeleteFunc(layoutSteps(layout.YurtTunnel), func(s string) bool { return s == "prometheus" || s == "monitoring" })
 	// stepCases kills cmd at each point of each step in turn: subtests
