@@ -21,7 +21,7 @@ type skippedNode struct {
 	Name, Reason string
 }
 
-// desiredRecords computes the records of all nodes (n of them) by the
+// desiredRecords computes the records of nodes (room made for n) by the
 // profile's rules, one entry per node. A node without an address, or whose name or address
 // would break the hosts format, is skipped. Edge counts the nodes mapped to
 // the tunnel.

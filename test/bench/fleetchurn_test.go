@@ -179,6 +179,7 @@ type fleetChurnRun struct {
 	syncCPU, informerCPU          time.Duration // in the window
 	windowShardWrites             float64
 	answer                        []time.Duration // change → answer, sorted
+	fullSync, changeSync          time.Duration   // the sync's time: in its start-up full sync, in syncs per change
 	changeShardWrites             float64
 	burst                         int
 	burstWritten, burstAnswered   time.Duration
@@ -202,7 +203,7 @@ func (r fleetChurnRun) fields() map[string]any {
 		"sync_cpu_us_per_update": r.perUpdate(r.syncCPU), "informer_cpu_us_per_update": r.perUpdate(r.informerCPU),
 		"cpu_ratio": r.cpuRatio(), "window_shard_writes": r.windowShardWrites,
 		"changes": len(r.answer), "answer_p50_ms": ms(percentile(r.answer, 0.5)), "answer_p99_ms": ms(percentile(r.answer, 0.99)),
-		"answer_max_ms": ms(percentile(r.answer, 1)), "change_shard_writes": r.changeShardWrites,
+		"answer_max_ms": ms(percentile(r.answer, 1)), "full_sync_ms": ms(r.fullSync), "change_sync_ms": ms(r.changeSync), "change_shard_writes": r.changeShardWrites,
 		"burst": r.burst, "burst_written_ms": ms(r.burstWritten), "burst_answered_ms": ms(r.burstAnswered), "burst_shards": r.burstShards, "burst_shard_writes": r.burstShardWrites,
 		"rss_mib": r.rss, "peak_rss_mib": r.peakRSS, "heap_mib": r.heap, "gomemlimit": r.gomemlimit,
 		"failed_updates": r.failedUpdates, "dropped_updates": r.droppedUpdates}
@@ -233,6 +234,13 @@ func measureFleetChurn(b *testing.B, cp *harness.ControlPlane, c kubernetes.Inte
 	for harness.Metric(b, sync.MetricsURL, "tunnel_nodes_sync_last_success_timestamp_seconds") <= 0 {
 		time.Sleep(100 * time.Millisecond) // the start-up full sync
 	}
+	// syncTime is the sync's time in syncs so far, and their number.
+	syncTime := func() (time.Duration, float64) {
+		return time.Duration(harness.Metric(b, sync.MetricsURL, "tunnel_nodes_sync_sync_duration_seconds_sum") * float64(time.Second)),
+			harness.Metric(b, sync.MetricsURL, "tunnel_nodes_sync_sync_duration_seconds_count")
+	}
+	fullTime, fullSyncs := syncTime()
+	run.fullSync = fullTime / time.Duration(fullSyncs)
 	informer := startBareInformer(b, cp.Kubeconfig)
 	defer informer.Stop()
 	shardWrites := func() float64 {
@@ -256,6 +264,7 @@ func measureFleetChurn(b *testing.B, cp *harness.ControlPlane, c kubernetes.Inte
 	// One change at a time, nodes of their own.
 	nodes := rng.Perm(n)[:churnChanges+churnBurst]
 	writes = shardWrites()
+	timeBefore, _ := syncTime()
 	for _, i := range nodes[:churnChanges] {
 		edge := isEdge(b, c, i)
 		time.Sleep(time.Duration(rng.Int64N(int64(100 * time.Millisecond))))
@@ -266,6 +275,8 @@ func measureFleetChurn(b *testing.B, cp *harness.ControlPlane, c kubernetes.Inte
 	slices.Sort(run.answer)
 	time.Sleep(time.Second) // a write after the answer would show
 	run.changeShardWrites = shardWrites() - writes
+	timeAfter, _ := syncTime()
+	run.changeSync = (timeAfter - timeBefore) / churnChanges
 
 	run.burst = len(nodes[churnChanges:])
 	run.burstWritten, run.burstAnswered, run.burstShards, run.burstShardWrites = changeBurst(b, c, sync, srv, nodes[churnChanges:])

@@ -452,11 +452,11 @@ func BenchmarkFleet100k(b *testing.B) {
 			fleetChurn, m.churnWrites, m.rss, m.peakRSS, m.heap, percentile(m.answer, 0.5), percentile(m.answer, 0.99))
 	}
 	b.Logf("under %.0f status updates/s (of %d asked; %d dropped, %d failed) for %s: CPU per update sync %.0f µs, bare informer %.0f µs (%.2fx), %.0f shard writes; "+
-		"%d changes one at a time: change → answer p50 %s p99 %s max %s, %.0f shard writes; %d changes at once (%d shards): written in %s, all answered in %s, %.0f shard writes; "+
+		"%d changes one at a time: change → answer p50 %s p99 %s max %s, %.0f shard writes, %s in syncs per change (the start-up full sync: %s); %d changes at once (%d shards): written in %s, all answered in %s, %.0f shard writes; "+
 		"sync (GOMEMLIMIT %s) RSS %.0f MiB (peak %.0f), heap %.0f MiB",
 		churn.rate, churnStatusPerSecond, churn.droppedUpdates, churn.failedUpdates, churn.window.Round(time.Second),
 		churn.perUpdate(churn.syncCPU), churn.perUpdate(churn.informerCPU), churn.cpuRatio(), churn.windowShardWrites,
-		len(churn.answer), percentile(churn.answer, 0.5), percentile(churn.answer, 0.99), percentile(churn.answer, 1), churn.changeShardWrites,
+		len(churn.answer), percentile(churn.answer, 0.5), percentile(churn.answer, 0.99), percentile(churn.answer, 1), churn.changeShardWrites, churn.changeSync.Round(time.Microsecond), churn.fullSync.Round(time.Millisecond),
 		churn.burst, churn.burstShards, churn.burstWritten.Round(time.Millisecond), churn.burstAnswered.Round(time.Millisecond), churn.burstShardWrites,
 		churn.gomemlimit, churn.rss, churn.peakRSS, churn.heap)
 	b.Logf("coredns-yurt ready %s after start (empty: %s), RSS +%.1f MiB over empty; 200 names spot-checked",
