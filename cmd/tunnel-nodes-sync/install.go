@@ -10,6 +10,7 @@ import (
 
 	"github.com/yurtdns/yurtdns/internal/install"
 	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/install/kube"
 	"github.com/yurtdns/yurtdns/internal/install/steps"
 	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
@@ -89,7 +90,7 @@ func (f *surgeryFlags) env() (*engine.Env, error) {
 	if f.opts.ControlPlaneJobs && f.opts.ManifestsDir != "" {
 		return nil, fmt.Errorf("--control-plane-jobs and --manifests-dir exclude each other")
 	}
-	cfg, err := f.kubeconfig.restConfig(installUserAgent)
+	cfg, err := f.kubeconfig.restConfig(kube.InstallUserAgent)
 	if err != nil {
 		return nil, err
 	}

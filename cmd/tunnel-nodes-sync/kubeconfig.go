@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/yurtdns/yurtdns/internal/install/kube"
+
 	"github.com/spf13/cobra"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -60,15 +62,12 @@ func (k *kubeconfigFlags) restConfig(userAgent string) (*rest.Config, error) {
 
 // client is the controller-runtime client of install and its helpers.
 func (k *kubeconfigFlags) client() (client.Client, error) {
-	cfg, err := k.restConfig(installUserAgent)
+	cfg, err := k.restConfig(kube.InstallUserAgent)
 	if err != nil {
 		return nil, err
 	}
 	return client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
 }
-
-// installUserAgent names install's requests in the apiserver's audit log.
-const installUserAgent = "tunnel-nodes-sync-install"
 
 // mustRegisterCompletion registers a flag's completions; it fails only on a
 // flag that does not exist, a programming error.

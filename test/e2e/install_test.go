@@ -275,9 +275,9 @@ func TestInstallRevert(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second install: %v\n%s", err, out)
 	}
-	// Every step says so but prometheus, skipped here: no prometheus-operator.
-	if n := strings.Count(out, "already applied"); n != len(layoutSteps(layout.YurtTunnel))-1 || !strings.Contains(out, "[prometheus] skipped") {
-		t.Errorf("second install: %d steps say already applied, want all but prometheus (skipped):\n%s", n, out)
+	// Every step says so but prometheus and monitoring, skipped here: no prometheus-operator.
+	if n := strings.Count(out, "already applied"); n != len(layoutSteps(layout.YurtTunnel))-2 || !strings.Contains(out, "[prometheus] skipped") || !strings.Contains(out, "[monitoring] skipped") {
+		t.Errorf("second install: %d steps say already applied, want all but prometheus and monitoring (skipped):\n%s", n, out)
 	}
 	if changed := diffSnapshots(installed, k.snapshot(t)); len(changed) > 0 {
 		t.Errorf("second install changed %v", changed)
@@ -322,7 +322,7 @@ func TestInstallRevert(t *testing.T) {
 	}
 
 	// An object install created, as an earlier version made it (or edited
-	// since): install leaves it, status says so and what to do.
+	// since): status says so and what to do, and install moves it back.
 	roles := k.Client.RbacV1().Roles(tunnelnodes.Namespace)
 	role, err := roles.Get(ctx, "yurtdns:coredns", metav1.GetOptions{})
 	if err != nil {
@@ -334,12 +334,15 @@ func TestInstallRevert(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out, err := k.run(t, "status"); err == nil || !strings.Contains(out,
-		"rbac               drifted (not as this version installs: Role kube-system/yurtdns:coredns (run revert, then install, to replace))") {
+		"rbac               drifted (not as this version installs: Role kube-system/yurtdns:coredns (run install to update them))") {
 		t.Errorf("status with an earlier version's Role: %v\n%s", err, out)
 	}
-	role.Rules = installedRules
-	if _, err := roles.Update(ctx, role, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	if out, err := k.run(t, "install", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test"); err != nil ||
+		!strings.Contains(out, "[rbac] updated Role kube-system/yurtdns:coredns") {
+		t.Errorf("install over an earlier version's Role: %v\n%s", err, out)
+	}
+	if role, err = roles.Get(ctx, "yurtdns:coredns", metav1.GetOptions{}); err != nil || len(role.Rules) != len(installedRules) {
+		t.Errorf("Role yurtdns:coredns after install: %+v (%v), want %+v", role.Rules, err, installedRules)
 	}
 
 	// The sync as its Deployment runs it (its ServiceAccount, its

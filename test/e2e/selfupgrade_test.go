@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/install/kube"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -40,7 +41,7 @@ func TestInstallUpgradesInPlace(t *testing.T) {
 	want := role.Rules
 	old := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace, Labels: role.Labels},
 		Rules: append(want[:len(want):len(want)], rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}, ResourceNames: []string{"gone-in-this-version"}})}
-	if _, err := roles.Create(ctx, old, metav1.CreateOptions{FieldManager: "tunnel-nodes-sync"}); err != nil {
+	if _, err := roles.Create(ctx, old, metav1.CreateOptions{FieldManager: kube.InstallUserAgent}); err != nil {
 		t.Fatal(err)
 	}
 	deployments := k.Client.AppsV1().Deployments(tunnelnodes.Namespace)
@@ -49,7 +50,7 @@ func TestInstallUpgradesInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Spec.Template.Spec.Containers[0].Image = "tunnel-nodes-sync:earlier"
-	if d, err = deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: "tunnel-nodes-sync"}); err != nil {
+	if d, err = deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: kube.InstallUserAgent}); err != nil {
 		t.Fatal(err)
 	}
 	metav1.SetMetaDataAnnotation(&d.ObjectMeta, "example.com/owner", "ops")

@@ -183,6 +183,9 @@ func (s *state) save(ctx context.Context, env *Env) error {
 	c := env.Client
 	data := map[string]string{}
 	for name, st := range s.steps {
+		if !st.Applied && len(st.Records) == 0 {
+			continue // a step that did nothing (skipped, not requested) holds nothing to undo
+		}
 		b, err := json.Marshal(st)
 		if err != nil {
 			return err

@@ -21,10 +21,13 @@ import (
 // leaves the fields other writers set.
 const FieldManager = "yurtdns"
 
-// createManagers are the field managers of versions before v0.1.0, which
-// created install's objects with plain creates: the apiserver names the
-// manager after the client's user agent, the binary's name.
-var createManagers = sets.New("tunnel-nodes-sync")
+// InstallUserAgent is install's, revert's and status's user agent: the
+// apiserver names the field manager of a plain create or update after it.
+const InstallUserAgent = "tunnel-nodes-sync-install"
+
+// createManagers are the field managers of the plain creates with which
+// versions before v0.1.0 made install's objects.
+var createManagers = sets.New(InstallUserAgent)
 
 // Applied is what Apply did.
 type Applied int

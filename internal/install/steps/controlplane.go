@@ -107,12 +107,20 @@ func installByJobs(ctx context.Context, env *engine.Env, ss *engine.StepState, k
 	if err != nil {
 		return engine.Result{}, err
 	}
-	if len(missing) == 0 && ss.Records[engine.JobsRecordKey].Jobs != nil {
+	jobs := ss.Records[engine.JobsRecordKey].Jobs
+	// An install before v0.1.0 wrote no kubeadm patch: the Jobs write it
+	// (the manifests, already patched, stay as they are).
+	noPatch := jobs != nil && jobs.KubeadmPatchesDir == ""
+	if len(missing) == 0 && jobs != nil && !noPatch {
 		return engine.Result{Summary: "already applied"}, nil
 	}
 	res, err := runManifestJobs(ctx, env, ss, "patch", keep)
-	if err == nil && ss.Applied && len(missing) > 0 {
+	switch {
+	case err != nil:
+	case ss.Applied && len(missing) > 0:
 		res.Summary = "applied again, " + strings.Join(missing, "; ") + ": " + res.Summary
+	case noPatch:
+		res.Summary = "the kubeadm patch an install before v0.1.0 did not write: " + res.Summary
 	}
 	return res, err
 }
