@@ -16,10 +16,12 @@ import (
 // TestInstallUpgradesInPlace: install over objects an earlier version
 // created (plain creates, fields owned by its client's name) moves them to
 // this version's, drops what this version no longer sets, keeps what others
-// set, shows it first with --dry-run, and refuses a downgrade unless forced.
+// set, shows it first with --dry-run, and refuses a downgrade unless
+// forced; revert afterwards leaves the cluster as before the first install.
 func TestInstallUpgradesInPlace(t *testing.T) {
 	k := newKubeadmCluster(t)
 	ctx := context.Background()
+	original := k.snapshot(t)
 	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
 	defer stop()
 	images := []string{"--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test"}
@@ -108,6 +110,14 @@ func TestInstallUpgradesInPlace(t *testing.T) {
 	}
 	if out, err := k.run(t, append([]string{"install", "--force"}, images...)...); err != nil {
 		t.Errorf("install --force over a newer version: %v\n%s", err, out)
+	}
+
+	// Revert after the upgrades leaves kubeadm's objects and manifests byte for byte as they were.
+	if out, err := k.run(t, "revert"); err != nil {
+		t.Fatalf("revert after the upgrade: %v\n%s", err, out)
+	}
+	if changed := diffSnapshots(original, k.snapshot(t)); len(changed) > 0 {
+		t.Errorf("revert after the upgrade left %v changed", changed)
 	}
 }
 
