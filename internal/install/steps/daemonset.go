@@ -64,15 +64,17 @@ func daemonSetFromDeployment(d *appsv1.Deployment, image string) (*appsv1.Daemon
 	}
 	kube.HardenPod(&tmpl.Spec)
 	tmpl.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-	// A new pod is Ready beside the old one before the old one goes: a
+	// A new pod is Ready beside the old one, for surgeReadySeconds, before
+	// the old one goes: a
 	// node whose pods reach kube-dns only through their own node's pods
 	// (the topology annotation on an edge node pool) always has one.
 	maxSurge, maxUnavailable := intstr.FromString("10%"), intstr.FromInt32(0)
 	return &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.CoreDNSName, Namespace: tunnelnodes.Namespace, Labels: d.Labels},
 		Spec: appsv1.DaemonSetSpec{
-			Selector: d.Spec.Selector,
-			Template: *tmpl,
+			Selector:        d.Spec.Selector,
+			Template:        *tmpl,
+			MinReadySeconds: surgeReadySeconds,
 			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
 				Type:          appsv1.RollingUpdateDaemonSetStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxSurge: &maxSurge, MaxUnavailable: &maxUnavailable},
@@ -80,3 +82,9 @@ func daemonSetFromDeployment(d *appsv1.Deployment, image string) (*appsv1.Daemon
 		},
 	}, nil
 }
+
+// surgeReadySeconds is how long a DaemonSet's surge pod is Ready before the
+// old pod on its node is deleted: time for every kube-proxy (an edge node's
+// through yurthub) to program the new endpoint, so that the old pod's
+// lameduck is not the only path left.
+const surgeReadySeconds = 5
