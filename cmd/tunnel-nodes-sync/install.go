@@ -44,11 +44,8 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 	fl.StringVar(&f.opts.KubeadmPatchesDir, "kubeadm-patches-dir", "", "Where the control-plane step puts its kubeadm patch (kube-apiserver's dnsPolicy), to give to every kubeadm upgrade, init and join as --patches: "+
 		"on each control-plane node, under /etc/kubernetes with --control-plane-jobs (default: patches beside the manifests directory, /etc/kubernetes/patches)")
 	fl.StringVar(&f.opts.NodeName, "node-name", hostname(), "The node whose kubelet runs --manifests-dir (its mirror pods are waited for after each manifest)")
-	fl.DurationVar(&f.opts.Timeout, "timeout", 5*time.Minute, "How long to wait for each change to be live (pods Ready, a restarted component back), and for an apiserver that is away, before failing")
-	// Empty: the one the install state records, else the default.
-	fl.StringVar(&f.opts.Profile, "profile", "", "The tunnel layout: "+install.Describe()+
-		". Default: the one the install state records, else "+layout.YurtTunnel+"; one that differs from the recorded one is an error")
-	mustRegisterCompletion(cmd, "profile", cobra.FixedCompletions(layout.Names(), cobra.ShellCompDirectiveNoFileComp))
+	fl.DurationVar(&f.opts.Timeout, "timeout", defaultTimeout, "How long to wait for each change to be live (pods Ready, a restarted component back), and for an apiserver that is away, before failing")
+	registerProfile(cmd, &f.opts.Profile)
 	fl.StringVar(&f.opts.KubeletServiceMonitor, "kubelet-servicemonitor", steps.DefaultKubeletServiceMonitor,
 		"The prometheus-operator ServiceMonitor (NAMESPACE/NAME) of the kubelets, for the prometheus step")
 	fl.StringVar(&f.opts.NodeLifecycle, "kcm-nodelifecycle", engine.NodeLifecycleAuto,
@@ -61,13 +58,30 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 		fl.BoolVar(&f.opts.DryRun, "dry-run", false, "Print a unified diff of every change and change nothing")
 		fl.BoolVar(&f.opts.Force, "force", false, "Install this binary's version even over a newer one the install state records (a downgrade)")
 		fl.StringSliceVar(&f.opts.Skip, "skip", nil, "Steps to skip, of --profile's (see its steps there)")
-		fl.StringVar(&f.opts.CoreDNSImage, "coredns-image", defaultCoreDNSImage, "Image of the CoreDNS DaemonSet (`make image` writes it)")
-		fl.StringVar(&f.opts.SyncImage, "sync-image", defaultSyncImage, "Image of tunnel-nodes-sync (`make image` writes it); also runs the control-plane Jobs")
+		registerImages(cmd, &f.opts)
 		fl.BoolVar(&f.opts.NodeLocalDNS, "node-local-dns", false, "Also run coredns-yurt as a node-local cache at "+nodelocal.Address.String()+
 			" on every node and point each node's kubelet clusterDNS at it (the node-local-dns step; revert undoes it)")
 		fl.BoolVar(&f.opts.ControlPlaneJobs, "control-plane-jobs", false, "Patch the static pod manifests with a Job on each control-plane node (instead of --manifests-dir)")
 		testOnlyExtraFlag(cmd, &f.opts.TestOnlyExtraFlags)
 	}
+}
+
+// defaultTimeout is --timeout's default.
+const defaultTimeout = 5 * time.Minute
+
+// registerProfile adds --profile; empty is the one the install state
+// records, else the default.
+func registerProfile(cmd *cobra.Command, profile *string) {
+	cmd.Flags().StringVar(profile, "profile", "", "The tunnel layout: "+install.Describe()+
+		". Default: the one the install state records, else "+layout.YurtTunnel+"; one that differs from the recorded one is an error")
+	mustRegisterCompletion(cmd, "profile", cobra.FixedCompletions(layout.Names(), cobra.ShellCompDirectiveNoFileComp))
+}
+
+// registerImages adds the images install runs, which check looks for on
+// the nodes.
+func registerImages(cmd *cobra.Command, o *engine.Options) {
+	cmd.Flags().StringVar(&o.CoreDNSImage, "coredns-image", defaultCoreDNSImage, "Image of the CoreDNS DaemonSet (`make image` writes it)")
+	cmd.Flags().StringVar(&o.SyncImage, "sync-image", defaultSyncImage, "Image of tunnel-nodes-sync (`make image` writes it); also runs the control-plane Jobs")
 }
 
 // testOnlyExtraFlag registers the hidden --test-only-extra-flag
@@ -107,11 +121,18 @@ func (f *surgeryFlags) env() (*engine.Env, error) {
 
 func newInstallCommand() *cobra.Command {
 	f := &surgeryFlags{}
-	cmd := f.command(install.Install, "install", "Turn the cluster's DNS into yurtdns, step by step (idempotent; see revert)")
+	var check bool
+	cmd := f.command(func(ctx context.Context, env *engine.Env, out io.Writer) error {
+		if check {
+			return checkCluster(ctx, env, out, "")
+		}
+		return install.Install(ctx, env, out)
+	}, "install", "Turn the cluster's DNS into yurtdns, step by step (idempotent; see revert)")
 	cmd.Long = "Steps, in order, per --profile: " + install.Describe() + ".\n" +
 		"Each step says what it changed or that it was already applied; what it changed is recorded in\n" +
 		"ConfigMap kube-system/" + engine.StateConfigMap + " so that revert restores exactly that."
 	f.register(cmd, true)
+	cmd.Flags().BoolVar(&check, "check", false, "Run the pre-flight check (see check) with these flags and exit; changes nothing")
 	return cmd
 }
 

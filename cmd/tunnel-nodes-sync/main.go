@@ -1,6 +1,7 @@
 // Command tunnel-nodes-sync keeps the OpenYurt node-name records and the
 // tunnel Service's extra ports right (`run`), and installs, reverts and
-// reports yurtdns on a cluster (`install`, `revert`, `status`).
+// reports yurtdns on a cluster (`install`, `revert`, `status`), and checks
+// install's prerequisites (`check`).
 package main
 
 import (
@@ -41,7 +42,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newInstallCommand(), newRevertCommand(), newStatusCommand(), newPatchManifestsCommand(),
+	root.AddCommand(newRunCommand(), newInstallCommand(), newRevertCommand(), newStatusCommand(), newCheckCommand(), newPatchManifestsCommand(),
 		newVerifyNodeDNSCommand(), newNodeLocalDNSCommand())
 
 	// klog's -v and friends, shared by every subcommand.

@@ -49,8 +49,8 @@ func newStatusCommand() *cobra.Command {
 		Long:  statusLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "" && output != "json" && output != "yaml" {
-				return fmt.Errorf("--output %q: must be json or yaml (text when empty)", output)
+			if err := validOutput(output); err != nil {
+				return err
 			}
 			selector, err := labels.Parse(edgeSelector)
 			if err != nil {
@@ -104,8 +104,7 @@ func newStatusCommand() *cobra.Command {
 		},
 	}
 	f.register(cmd, false)
-	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json or yaml (the report as a document); text when empty")
-	mustRegisterCompletion(cmd, "output", cobra.FixedCompletions([]string{"json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	registerOutput(cmd, &output)
 	cmd.Flags().StringVar(&verifyDNS, "verify-dns", "", "Also resolve every node name at this DNS server (IP:PORT, e.g. the kube-dns ClusterIP:53) and compare")
 	cmd.Flags().BoolVar(&fromControlPlane, "verify-dns-from-control-plane", false,
 		"Also resolve every node name on each control-plane node, as kube-apiserver does there: a Job per node "+
@@ -127,9 +126,24 @@ func printSteps(out io.Writer, steps []engine.StatusReport) {
 	}
 }
 
+// registerOutput adds -o, --output: status's and check's report as a
+// document.
+func registerOutput(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", "", "Output format: json or yaml (the report as a document); text when empty")
+	mustRegisterCompletion(cmd, "output", cobra.FixedCompletions([]string{"json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// validOutput refuses an -o that is not json or yaml.
+func validOutput(output string) error {
+	if output != "" && output != "json" && output != "yaml" {
+		return fmt.Errorf("--output %q: must be json or yaml (text when empty)", output)
+	}
+	return nil
+}
+
 // printReport prints the report as the document -o asks for; text was
 // printed as it came.
-func printReport(out io.Writer, output string, r install.Report) error {
+func printReport(out io.Writer, output string, r any) error {
 	var doc []byte
 	var err error
 	switch output {

@@ -135,7 +135,7 @@ func (r *Report) AddWrongNodeNames(n int) {
 // runnerFor settles env's profile with the install state's and builds the
 // runner of its steps.
 func runnerFor(ctx context.Context, env *engine.Env) (engine.Runner, error) {
-	if err := resolveProfile(ctx, env); err != nil {
+	if err := ResolveProfile(ctx, env); err != nil {
 		return engine.Runner{}, err
 	}
 	l, err := layout.Named(env.Options.Profile)
@@ -170,10 +170,10 @@ func runnerFor(ctx context.Context, env *engine.Env) (engine.Runner, error) {
 	}, nil
 }
 
-// resolveProfile sets env's profile (Options.Profile, "" when --profile was
+// ResolveProfile sets env's profile (Options.Profile, "" when --profile was
 // not given) to the one the install state records, which a state holds the
 // changes of: a --profile that differs is refused.
-func resolveProfile(ctx context.Context, env *engine.Env) error {
+func ResolveProfile(ctx context.Context, env *engine.Env) error {
 	recorded, err := engine.RecordedProfile(ctx, env)
 	if err != nil {
 		return err

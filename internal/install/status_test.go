@@ -81,7 +81,7 @@ func TestResolveProfile(t *testing.T) {
 			b = b.WithObjects(c.state)
 		}
 		env := &engine.Env{Client: b.Build(), Options: engine.Options{Profile: c.given, Timeout: time.Second}}
-		err := resolveProfile(context.Background(), env)
+		err := ResolveProfile(context.Background(), env)
 		switch {
 		case c.fail != "":
 			if err == nil || !strings.Contains(err.Error(), c.fail) {

@@ -87,13 +87,7 @@ func kubeProxySkipReason(ctx context.Context, env *engine.Env, edit kube.FieldEd
 	}
 	var without []string
 	for _, n := range nodes.Items {
-		// yurtadm join (v1.7) runs yurthub as a systemd service, which has no
-		// mirror pod, on nodes it puts in a NodePool; older installs and the
-		// chart run the static pod yurt-hub(-cloud)-<node>.
-		_, pooled := n.Labels[nodePoolLabel]
-		if !pooled && !slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool {
-			return p.Spec.NodeName == n.Name && (p.Name == "yurt-hub-"+n.Name || p.Name == "yurt-hub-cloud-"+n.Name)
-		}) {
+		if !RunsYurthub(&n, pods.Items) {
 			without = append(without, n.Name)
 		}
 	}
@@ -106,6 +100,19 @@ func kubeProxySkipReason(ctx context.Context, env *engine.Env, edit kube.FieldEd
 		return "yurthub does not run on " + strings.Join(without, ", ") + ": there " + why, nil
 	}
 	return "", nil
+}
+
+// RunsYurthub says whether node runs yurthub, given the pods of
+// kube-system. yurtadm join (v1.7) runs yurthub as a systemd service, which
+// has no mirror pod, on nodes it puts in a NodePool; older installs and the
+// chart run the static pod yurt-hub(-cloud)-<node>.
+func RunsYurthub(node *corev1.Node, kubeSystemPods []corev1.Pod) bool {
+	if _, pooled := node.Labels[nodePoolLabel]; pooled {
+		return true
+	}
+	return slices.ContainsFunc(kubeSystemPods, func(p corev1.Pod) bool {
+		return p.Spec.NodeName == node.Name && (p.Name == "yurt-hub-"+node.Name || p.Name == "yurt-hub-cloud-"+node.Name)
+	})
 }
 
 // restartKubeProxy rolls the DaemonSet as `kubectl rollout restart` does,
