@@ -86,14 +86,16 @@ func openYurt(withNodeLifecycle bool) check {
 		if !withNodeLifecycle {
 			return r, nil
 		}
-		keep, why, err := steps.KeepNodeLifecycle(ctx, c.env)
+		keep, _, err := steps.KeepNodeLifecycle(ctx, c.env)
 		if err != nil {
 			return r, err
 		}
 		off := "; install turns kube-controller-manager's node lifecycle controller off (--controllers=...,-nodelifecycle)"
 		switch {
+		case keep && c.env.Options.NodeLifecycle == engine.NodeLifecycleKeep:
+			r.Found += "; install leaves kube-controller-manager alone: --kcm-nodelifecycle " + engine.NodeLifecycleKeep
 		case keep:
-			r.Found += "; install leaves kube-controller-manager's node lifecycle controller on: " + why
+			r.Found += "; install leaves kube-controller-manager's node lifecycle controller on: since v1.6 yurt-manager keeps the pods of autonomous nodes itself"
 		case c.env.Options.NodeLifecycle == engine.NodeLifecycleDisable:
 			r.Found += off + ": --kcm-nodelifecycle " + engine.NodeLifecycleDisable
 		case v != nil:
