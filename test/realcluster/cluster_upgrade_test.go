@@ -364,14 +364,34 @@ func checkRevertedAsKubeadmRenders(t *testing.T) {
 // they come through yurt-tunnel-server and worker-1's yurt-tunnel-agent, by
 // node name.
 func checkLogsAndExec(t *testing.T) {
-	ctx := context.Background()
 	worker := kc.Node("worker-1")
 	pod := podOn(t, "k8s-app=kube-proxy", worker.Name)
-	if logs, err := kc.Kubectl(ctx, "-n", "kube-system", "logs", pod, "--tail=3"); err != nil || strings.TrimSpace(logs) == "" {
+	if logs, err := throughTunnel(t, "-n", "kube-system", "logs", pod, "--tail=3"); err != nil || strings.TrimSpace(logs) == "" {
 		t.Errorf("kubectl logs %s on worker-1: %v %q", pod, err, logs)
 	}
 	want := worker.Version()
-	if out, err := kc.Kubectl(ctx, "-n", "kube-system", "exec", pod, "--", "/usr/local/bin/kube-proxy", "--version"); err != nil || !strings.Contains(out, want) {
+	if out, err := throughTunnel(t, "-n", "kube-system", "exec", pod, "--", "/usr/local/bin/kube-proxy", "--version"); err != nil || !strings.Contains(out, want) {
 		t.Errorf("kubectl exec %s on worker-1: %v %q, want %s", pod, err, out, want)
+	}
+}
+
+// throughTunnel runs kubectl, asking again for up to a minute while the
+// tunnel itself fails (yurt-tunnel-server restarts whenever kube-apiserver
+// did, and its proxier socket breaks a connection made before): what DNS
+// decides, a node name that does not resolve, fails at once.
+func throughTunnel(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	var failed error
+	for tries := 1; ; tries++ {
+		out, err := kc.Kubectl(context.Background(), args...)
+		if err == nil || strings.Contains(err.Error(), "no such host") || time.Now().After(deadline) {
+			if failed != nil {
+				t.Logf("kubectl %s: %d tries; the tunnel failed before: %v", args[2], tries, failed)
+			}
+			return out, err
+		}
+		failed = err
+		time.Sleep(2 * time.Second)
 	}
 }

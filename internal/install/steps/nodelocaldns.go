@@ -472,14 +472,17 @@ func refuseWhileResolvingThere(ctx context.Context, env *engine.Env, ss *engine.
 		len(left), nodelocal.Address, strings.Join(shown, ", "))
 }
 
-// revertRestartsIt: kube-apiserver's static pod, which a kubeadm upgrade
-// under node-local DNS makes anew, resolves cluster names only for the
-// control-plane step (node names), whose revert, later in the same run,
-// gives it its original dnsPolicy and so a new resolv.conf. An operator
-// cannot restart a static pod by deleting it, so it must not block revert.
+// revertRestartsIt: revert itself, later in the same run, takes care of the
+// pod. kube-apiserver's static pod, which a kubeadm upgrade under node-local
+// DNS makes anew, resolves cluster names only for the control-plane step
+// (node names), whose revert gives it its original dnsPolicy and so a new
+// resolv.conf (an operator cannot restart a static pod by deleting it). The
+// sync's pods, rolled by an upgrade of yurtdns under node-local DNS, are
+// deleted by the sync step's revert, and reach the apiserver by the
+// kubernetes Service's IP, not by a name.
 func revertRestartsIt(p *corev1.Pod) bool {
 	_, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]
-	return mirror && p.Labels["component"] == "kube-apiserver"
+	return mirror && p.Labels["component"] == "kube-apiserver" || ofSyncDeployment(p)
 }
 
 // sandboxMade is when the kubelet last wrote the pod's resolv.conf: when it

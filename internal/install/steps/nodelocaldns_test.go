@@ -60,6 +60,13 @@ func TestRefuseWhileResolvingThere(t *testing.T) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Time{Time: during}}}
 		}), false},
 		{"made after the restore", pod("a", "worker-1", until.Add(time.Second), nil), false},
+		{"made during, a pod of the sync Deployment (revert deletes it)", pod("a", "worker-1", during, func(p *corev1.Pod) {
+			p.Namespace = "kube-system"
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "tunnel-nodes-sync-68d8c98454", UID: "u", Controller: new(true)}}
+		}), false},
+		{"made during, another Deployment's pod", pod("a", "worker-1", during, func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-68d8c98454", UID: "u", Controller: new(true)}}
+		}), true},
 		{"made during, on a node never switched", pod("a", "master-1", during, nil), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

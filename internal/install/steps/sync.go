@@ -112,19 +112,22 @@ func syncObjects(env *engine.Env, dir string) ([]*unstructured.Unstructured, err
 }
 
 // syncPodsGone is done when no pod of the sync Deployment's ReplicaSets is
-// left but on NotReady nodes (kube.PodsGone). The pods are found by their
-// controller's name, as the Deployment and its ReplicaSets may be gone
-// already while the pods still terminate.
+// left but on NotReady nodes (kube.PodsGone).
 func syncPodsGone(env *engine.Env) kubewait.Condition {
 	return func(ctx context.Context) (bool, string, error) {
 		pods := &corev1.PodList{}
 		if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace)); err != nil {
 			return false, "", fmt.Errorf("listing pods: %w", err)
 		}
-		ofSync := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
-			ref := metav1.GetControllerOf(&p)
-			return ref == nil || ref.Kind != "ReplicaSet" || !strings.HasPrefix(ref.Name, syncDeployment+"-")
-		})
+		ofSync := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return !ofSyncDeployment(&p) })
 		return kube.PodsGone(env, ofSync)(ctx)
 	}
+}
+
+// ofSyncDeployment: p is a pod of the sync Deployment's ReplicaSets, found
+// by its controller's name, as the Deployment and its ReplicaSets may be
+// gone already while the pods still terminate.
+func ofSyncDeployment(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "ReplicaSet" && p.Namespace == tunnelnodes.Namespace && strings.HasPrefix(ref.Name, syncDeployment+"-")
 }
