@@ -28,11 +28,7 @@ func TestInstallMonitoring(t *testing.T) {
 	skip := "--skip=" + strings.Join(slices.DeleteFunc(layoutSteps(layout.YurtTunnel), func(s string) bool { return s == "monitoring" }), ",")
 	run := func(args ...string) string {
 		t.Helper()
-		p := harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), append([]string{args[0], "--kubeconfig", cp.Kubeconfig, "--timeout", "20s"}, args[1:]...)...)
-		if err := p.Wait(t, time.Minute); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, p.Output())
-		}
-		return p.Output()
+		return mustRunSync(t, cp.Kubeconfig, args...)
 	}
 	// status's exit code tells installed from not (docs/cli.md); this
 	// test reads the step's line.

@@ -32,11 +32,7 @@ func TestInstallPrometheus(t *testing.T) {
 	only := "--skip=rbac,corefile,coredns-daemonset,kube-dns-topology,kube-proxy,control-plane,sync"
 	run := func(args ...string) string {
 		t.Helper()
-		p := harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), append([]string{args[0], "--kubeconfig", cp.Kubeconfig, "--timeout", "20s"}, args[1:]...)...)
-		if err := p.Wait(t, time.Minute); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, p.Output())
-		}
-		return p.Output()
+		return mustRunSync(t, cp.Kubeconfig, args...)
 	}
 
 	if out := run("install", only); !strings.Contains(out, "[prometheus] skipped: no ServiceMonitor CRD (monitoring.coreos.com/v1): prometheus-operator is not installed") {
@@ -122,4 +118,15 @@ func TestInstallPrometheus(t *testing.T) {
 	if out := run("install", only); !strings.Contains(out, "[prometheus] ServiceMonitor monitoring/kubelet: targets scraped by node name (__address__ relabelled) (ServiceMonitor monitoring/node-exporter not found)") {
 		t.Errorf("install with the kubelet's ServiceMonitor only:\n%s", out)
 	}
+}
+
+// mustRunSync runs a tunnel-nodes-sync subcommand against kubeconfig's
+// cluster and returns its output; a failure fails the test.
+func mustRunSync(t *testing.T, kubeconfig string, args ...string) string {
+	t.Helper()
+	p := harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), append([]string{args[0], "--kubeconfig", kubeconfig, "--timeout", "20s"}, args[1:]...)...)
+	if err := p.Wait(t, time.Minute); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, p.Output())
+	}
+	return p.Output()
 }
