@@ -97,7 +97,7 @@ func ControlledPods(ctx context.Context, env *engine.Env, selector *metav1.Label
 
 // DaemonSetOnReadyNodes is the DaemonSet's rollout done where it can be: on
 // every Ready node its nodeSelector matches, a pod of its current template
-// is Ready. Pods on NotReady nodes are not waited for (their names go to
+// is Ready and no pod of an older one is left running. Pods on NotReady nodes are not waited for (their names go to
 // *notReady). The pods' IPs are returned for the Service check.
 func DaemonSetOnReadyNodes(env *engine.Env, name string, notReady *[]string, podIPs *[]string) kubewait.Condition {
 	return func(ctx context.Context) (bool, string, error) {
@@ -132,14 +132,19 @@ func DaemonSetOnReadyNodes(env *engine.Env, name string, notReady *[]string, pod
 			i := slices.IndexFunc(pods, func(p corev1.Pod) bool {
 				return p.Spec.NodeName == n.Name && p.Labels[TemplateGenerationLabel] == current && kubewait.PodReady(&p)
 			})
-			if i < 0 {
+			// A rolling update is done on the node once its old pod is
+			// being deleted too (the surge pod was Ready minReadySeconds).
+			old := slices.ContainsFunc(pods, func(p corev1.Pod) bool {
+				return p.Spec.NodeName == n.Name && p.Labels[TemplateGenerationLabel] != current && p.DeletionTimestamp == nil
+			})
+			if i < 0 || old {
 				missing = append(missing, n.Name)
 				continue
 			}
 			have++
 			*podIPs = append(*podIPs, pods[i].Status.PodIP)
 		}
-		progress := fmt.Sprintf("%d of %d Ready nodes run a Ready pod of the current template", have, want)
+		progress := fmt.Sprintf("%d of %d Ready nodes run a Ready pod of the current template and none of an older one", have, want)
 		if len(missing) > 0 {
 			progress += "; waiting on " + strings.Join(missing, ", ")
 		}

@@ -54,13 +54,20 @@ func TestDaemonSetOnReadyNodes(t *testing.T) {
 
 	var notReady, ips []string
 	err := kubewait.For(ctx, env.Options.Timeout, "DaemonSet proxy not ready", DaemonSetOnReadyNodes(env, "proxy", &notReady, &ips))
-	if err == nil || !strings.Contains(err.Error(), "0 of 1 Ready nodes run a Ready pod of the current template; waiting on ready-1") {
+	if err == nil || !strings.Contains(err.Error(), "0 of 1 Ready nodes run a Ready pod of the current template and none of an older one; waiting on ready-1") {
 		t.Errorf("with the old pod on ready-1: %v", err)
 	}
-	if err := c.Delete(ctx, old); err != nil {
+	// The surge pod Ready beside the old one: not done until the old one goes.
+	surge := pod("ready-1", "2", true, "10.244.0.3")
+	surge.Name = "proxy-ready-1-surge"
+	if err := c.Create(ctx, surge); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, pod("ready-1", "2", true, "10.244.0.3")); err != nil {
+	err = kubewait.For(ctx, env.Options.Timeout, "DaemonSet proxy not ready", DaemonSetOnReadyNodes(env, "proxy", &notReady, &ips))
+	if err == nil || !strings.Contains(err.Error(), "waiting on ready-1") {
+		t.Errorf("with the surge pod Ready beside the old one on ready-1: %v", err)
+	}
+	if err := c.Delete(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	err = kubewait.For(ctx, env.Options.Timeout, "DaemonSet proxy not ready", DaemonSetOnReadyNodes(env, "proxy", &notReady, &ips))
