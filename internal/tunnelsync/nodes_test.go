@@ -22,7 +22,9 @@ import (
 func TestNodeStoreChanges(t *testing.T) {
 	selector, _ := labels.Parse(DefaultEdgeNodeSelector)
 	var changed []string
-	s := newNodeStore(selector, func(_ workqueue.TypedRateLimitingInterface[reconcile.Request], name string) { changed = append(changed, name) })
+	s := newNodeStore(selector, func(_ workqueue.TypedRateLimitingInterface[reconcile.Request], name string) {
+		changed = append(changed, name)
+	})
 	edge := node("edge-1", true, internal("10.0.0.1"), corev1.NodeAddress{Type: corev1.NodeHostName, Address: "edge-1"})
 	if err := s.Replace([]any{&edge}, "1"); err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ type Reconciler struct {
 	// shard or of the single ConfigMap (the queue never runs a key twice at
 	// once): a full sync's texts, computed before a shard's sync wrote a
 	// newer one, must not be written after it.
-	all gosync.RWMutex
+	all     gosync.RWMutex
 	trigger triggerClock
 	// own are the sync's latest writes: their watch events are no change.
 	own ownWrites
