@@ -2,6 +2,7 @@ package corefile
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -10,6 +11,8 @@ type directive struct {
 	name     string
 	args     []string
 	children []*directive
+	// block is whether it has a block, even an empty one.
+	block bool
 	// start is the offset of the first token; end is just past the last
 	// token or the closing brace.
 	start, end int
@@ -173,7 +176,7 @@ func (p *corefileParser) block(open token) ([]*directive, error) {
 			if err != nil {
 				return nil, err
 			}
-			d.children = children
+			d.children, d.block = children, true
 			d.end = p.toks[p.pos-1].end
 		}
 		ds = append(ds, d)
@@ -222,17 +225,12 @@ func EnsureYurthosts(src string, options []string) (out string, changed bool, er
 			kubernetes = d
 		}
 	}
-	// The indentation of the directive's line (it may share the line with "{").
-	indent := func(d *directive) string {
-		line := src[d.lineStart:d.start]
-		return line[:len(line)-len(strings.TrimLeft(line, " \t"))]
-	}
 	switch {
 	case hosts != nil:
-		in := indent(hosts)
+		in := indentOf(src, hosts)
 		return src[:hosts.start] + yurthostsBlock(in, options) + src[hosts.end:], true, nil
 	case kubernetes != nil:
-		in := indent(kubernetes)
+		in := indentOf(src, kubernetes)
 		return src[:kubernetes.start] + yurthostsBlock(in, options) + "\n" + in + src[kubernetes.start:], true, nil
 	}
 	return "", false, fmt.Errorf("the .:53 server block has no kubernetes plugin to place yurthosts before")
@@ -265,9 +263,7 @@ func SetYurthosts(src string, options []string) (string, error) {
 	}
 	for _, d := range sb.directives {
 		if d.name == "yurthosts" {
-			line := src[d.lineStart:d.start]
-			indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
-			return src[:d.start] + yurthostsBlock(indent, options) + src[d.end:], nil
+			return src[:d.start] + yurthostsBlock(indentOf(src, d), options) + src[d.end:], nil
 		}
 	}
 	return "", fmt.Errorf("no yurthosts block")
@@ -309,5 +305,44 @@ func SetKubernetes(dst, from string) (string, error) {
 	if source == nil {
 		return dst, nil
 	}
-	return dst[:target.start] + from[source.start:source.end] + dst[target.end:], nil
+	var keep []string
+	for _, o := range target.children {
+		if slices.Contains(cacheOnlyOptions, o.name) && !slices.ContainsFunc(source.children, func(c *directive) bool { return c.name == o.name }) {
+			keep = append(keep, dst[o.lineStart:o.end])
+		}
+	}
+	return dst[:target.start] + withLines(from, source, keep, indentOf(dst, target)) + dst[target.end:], nil
+}
+
+// cacheOnlyOptions are the kubernetes options a node-local cache keeps from
+// its own Corefile when it takes the cluster's directive. startup_timeout:
+// a cache's surge pod shares the address's sockets with the old pod
+// (SO_REUSEPORT), so it is asked before it is Ready, and the kubernetes
+// plugin answers SERVFAIL for the cluster's names until it has synced; the
+// cache must not start serving before then.
+var cacheOnlyOptions = []string{"startup_timeout"}
+
+// withLines is d's text in src with lines added at the end of its block
+// (a block is opened when d has none).
+func withLines(src string, d *directive, lines []string, indent string) string {
+	text := src[d.start:d.end]
+	if len(lines) == 0 {
+		return text
+	}
+	add := strings.Join(lines, "\n")
+	switch {
+	case len(d.children) > 0:
+		at := d.children[len(d.children)-1].end - d.start
+		return text[:at] + "\n" + add + text[at:]
+	case d.block:
+		return strings.TrimRight(text[:len(text)-1], " \t\n") + "\n" + add + "\n" + indent + "}"
+	}
+	return text + " {\n" + add + "\n" + indent + "}"
+}
+
+// indentOf is the indentation of the line d starts on (it may share the
+// line with a "{").
+func indentOf(src string, d *directive) string {
+	line := src[d.lineStart:d.start]
+	return line[:len(line)-len(strings.TrimLeft(line, " \t"))]
 }

@@ -157,6 +157,7 @@ const nodeLocalCorefile = `.:53 {
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
+        startup_timeout 30s
     }
     cache 30
 }
@@ -164,15 +165,21 @@ const nodeLocalCorefile = `.:53 {
 
 func TestSetKubernetes(t *testing.T) {
 	edge := ".:53 {\n\tkubernetes edge.example in-addr.arpa { pods verified\n\t\tttl 5 }\n\tforward . /etc/resolv.conf\n}\n"
+	ours := "    kubernetes cluster.local in-addr.arpa ip6.arpa {\n        pods insecure\n        fallthrough in-addr.arpa ip6.arpa\n        startup_timeout 30s\n    }"
+	withKubernetes := func(directive string) string { return strings.Replace(nodeLocalCorefile, ours, directive, 1) }
 	tests := []struct {
 		name, from, want string
 	}{
-		{"kubeadm's", kubeadmCorefile, strings.Replace(nodeLocalCorefile,
-			"    kubernetes cluster.local in-addr.arpa ip6.arpa {\n        pods insecure\n        fallthrough in-addr.arpa ip6.arpa\n    }",
-			"    kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 30\n    }", 1)},
-		{"another domain and options, byte for byte", edge, strings.Replace(nodeLocalCorefile,
-			"kubernetes cluster.local in-addr.arpa ip6.arpa {\n        pods insecure\n        fallthrough in-addr.arpa ip6.arpa\n    }",
-			"kubernetes edge.example in-addr.arpa { pods verified\n\t\tttl 5 }", 1)},
+		{"kubeadm's, with the cache's startup_timeout", kubeadmCorefile, withKubernetes(
+			"    kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 30\n        startup_timeout 30s\n    }")},
+		{"another domain and options, byte for byte", edge, withKubernetes(
+			"    kubernetes edge.example in-addr.arpa { pods verified\n\t\tttl 5\n        startup_timeout 30s }")},
+		{"the cluster's own startup_timeout wins", ".:53 {\n  kubernetes cluster.local {\n    startup_timeout 1m\n  }\n}\n", withKubernetes(
+			"    kubernetes cluster.local {\n    startup_timeout 1m\n  }")},
+		{"no block", ".:53 {\n  kubernetes cluster.local\n}\n", withKubernetes(
+			"    kubernetes cluster.local {\n        startup_timeout 30s\n    }")},
+		{"an empty block", ".:53 {\n  kubernetes cluster.local {\n  }\n}\n", withKubernetes(
+			"    kubernetes cluster.local {\n        startup_timeout 30s\n    }")},
 		{"the cluster's .:53 block has none: the default stays", ".:53 {\n    forward . 192.0.2.53\n}\ncluster.local {\n    kubernetes cluster.local\n}\n", nodeLocalCorefile},
 	}
 	for _, tc := range tests {

@@ -169,7 +169,11 @@ func (p *dnsProbe) finish(t testing.TB, what string) {
 		t.Errorf("%s: the DNS probe asked nothing", what)
 	}
 	if len(p.failures) > 0 {
-		t.Errorf("%s: %d of %d DNS queries failed; first ones:\n%s", what, len(p.failures), p.total, strings.Join(p.failures[:min(10, len(p.failures))], "\n"))
+		// One line each: a CI excerpt keeps only the file:line lines.
+		t.Errorf("%s: %d of %d DNS queries failed; first ones:", what, len(p.failures), p.total)
+		for _, f := range p.failures[:min(10, len(p.failures))] {
+			t.Errorf("  %s", f)
+		}
 	}
 }
 

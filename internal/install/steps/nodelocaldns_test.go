@@ -86,13 +86,14 @@ func TestRefuseWhileResolvingThere(t *testing.T) {
 
 // The node-local Corefile reads the profile's records: yurt-tunnel's as
 // deploy/ has it, Raven's with its ConfigMap and proxy Service; it answers
-// the cluster's zones with the cluster CoreDNS's kubernetes directive; the
+// the cluster's zones with the cluster CoreDNS's kubernetes directive, and
+// waits for its sync before serving (a surge pod is asked before it is Ready); the
 // DaemonSet runs as the profile's DNS ServiceAccount with install's images.
 func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 	stock := &corev1.ConfigMap{}
 	kubeadmObject(t, "coredns.yaml", "ConfigMap", stock)
 	stock.Data["Corefile"] = strings.Replace(stock.Data["Corefile"], "ttl 30", "ttl 7", 1)
-	const kubernetes = "kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 7\n    }"
+	const kubernetes = "kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 7\n       startup_timeout 30s\n    }"
 
 	for _, tc := range []struct {
 		profile, want, sa string
