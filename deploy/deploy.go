@@ -30,15 +30,18 @@ const (
 	RavenProxyDNSRBAC = "raven/proxy-dns-rbac"
 	// NodeLocalDNS is coredns-yurt as a node-local cache on every node.
 	NodeLocalDNS = "node-local-dns"
+	// NodeLocalDNSLeftover is the forwarder revert leaves on 169.254.20.10
+	// for pods still resolving there.
+	NodeLocalDNSLeftover = "node-local-dns-leftover"
 	// Monitoring is the PodMonitors and alerts of prometheus-operator.
 	Monitoring = "monitoring"
 )
 
 // Dirs are every workload's kustomization above, for tests that apply
 // them all (the RBAC-only ones are parts of them, or applied by install).
-var Dirs = []string{TunnelNodesSync, CoreDNSYurt, TunnelNodesSyncRaven, NodeLocalDNS}
+var Dirs = []string{TunnelNodesSync, CoreDNSYurt, TunnelNodesSyncRaven, NodeLocalDNS, NodeLocalDNSLeftover}
 
-//go:embed tunnel-nodes-sync coredns-yurt raven records node-local-dns monitoring
+//go:embed tunnel-nodes-sync coredns-yurt raven records node-local-dns node-local-dns-leftover monitoring
 var manifests embed.FS
 
 // Render builds the kustomization in directory dir (one of the constants).

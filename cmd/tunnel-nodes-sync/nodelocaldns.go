@@ -6,15 +6,20 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
+	"github.com/yurtdns/yurtdns/internal/nodelocal/leftover"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 )
 
 // newNodeLocalDNSCommand is the node side of install's node-local-dns step:
 // what its DaemonSet's init container and per-node Jobs run on each node.
 // Hidden: internal (docs/cli.md).
 func newNodeLocalDNSCommand() *cobra.Command {
-	var address, link, kubeletDir string
+	var address, link, kubeletDir, node string
+	var interval time.Duration
 	var timeout time.Duration
 	addr := func() (netip.Addr, error) {
 		a, err := netip.ParseAddr(address)
@@ -106,19 +111,50 @@ func newNodeLocalDNSCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			removed, err := nodelocal.RemoveAddress(link, a)
+			addrRemoved, tableRemoved, err := nodelocal.Teardown(link, a)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "%s on %s: %s\n", a, link, outcome(removed, "removed", "not there"))
-			if removed, err = nodelocal.RemoveNotrack(a); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "nftables table %s: %s\n", nodelocal.NotrackTable, outcome(removed, "removed", "not there"))
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s on %s: %s\n", a, link, outcome(addrRemoved, "removed", "not there"))
+			fmt.Fprintf(out, "nftables table %s: %s\n", nodelocal.NotrackTable, outcome(tableRemoved, "removed", "not there"))
 			return nil
 		},
 	})
+	linger := &cobra.Command{
+		Use:   "linger",
+		Short: "The leftover forwarder's watch: once no pod on --node resolves at --address, tear the node down (as teardown) and let the leftover go",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			a, err := addr()
+			if err != nil {
+				return err
+			}
+			cfg, err := (&kubeconfigFlags{}).restConfig("")
+			if err != nil {
+				return err
+			}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			return leftover.Linger{Client: cs, Namespace: tunnelnodes.Namespace, Node: node, Interval: interval,
+				TearDown: func() error {
+					addrRemoved, tableRemoved, err := nodelocal.Teardown(link, a)
+					if err != nil {
+						return err
+					}
+					klog.InfoS("Node torn down", "address", a, "interface", link, "addressRemoved", addrRemoved, "table", nodelocal.NotrackTable, "tableRemoved", tableRemoved)
+					return nil
+				}}.Run(cmd.Context())
+		},
+	}
+	linger.Flags().StringVar(&node, "node", "", "The node this runs on (the downward API's spec.nodeName)")
+	linger.Flags().DurationVar(&interval, "interval", 5*time.Second, "How often to look at the node's pods")
+	if err := linger.MarkFlagRequired("node"); err != nil {
+		panic(err) // a flag that does not exist: a programming error
+	}
+	cmd.AddCommand(linger)
 	return cmd
 }
 

@@ -88,3 +88,13 @@ func hasTable(c *nftables.Conn, family nftables.TableFamily) (bool, error) {
 	}
 	return false, nil
 }
+
+// Teardown undoes the cache's setup on this node: addr off the link and the
+// NOTRACK table dropped (idempotent; each false when it was not there).
+func Teardown(link string, addr netip.Addr) (addrRemoved, tableRemoved bool, err error) {
+	if addrRemoved, err = RemoveAddress(link, addr); err != nil {
+		return false, false, err
+	}
+	tableRemoved, err = RemoveNotrack(addr)
+	return addrRemoved, tableRemoved, err
+}

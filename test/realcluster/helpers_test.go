@@ -243,11 +243,12 @@ func kubeadmState(t *testing.T) map[string]string {
 }
 
 // revertExactly runs revert with the DNS probe on, and checks that kubeadm's
-// objects and manifests are what kubeadmState read before install.
-func revertExactly(t *testing.T, before map[string]string) {
+// objects and manifests are what kubeadmState read before install; it
+// returns revert's output.
+func revertExactly(t *testing.T, before map[string]string) string {
 	t.Helper()
 	probe := startDNSProbe(kc.Nodes)
-	_, err := runSync(t, "revert")
+	out, err := runSync(t, "revert")
 	probe.finish(t, "revert")
 	if err != nil {
 		t.Fatalf("revert: %v", err)
@@ -255,6 +256,7 @@ func revertExactly(t *testing.T, before map[string]string) {
 	if diffs := diffState(before, kubeadmState(t)); len(diffs) > 0 {
 		t.Errorf("after revert, kubeadm's objects and manifests differ from before install:\n%s", strings.Join(diffs, "\n"))
 	}
+	return out
 }
 
 func diffState(before, after map[string]string) []string {

@@ -73,11 +73,12 @@ func TestInstallAndRevert(t *testing.T) {
 		}
 	})
 
-	podsBefore := checkNodeLocalDNS(t)
+	podsBefore, stranded := checkNodeLocalDNS(t)
 
-	podProbe := startProbe("", probeName, "", askers(podsBefore))
-	revertExactly(t, before)
-	podProbe.finish(t, "revert, asked from pods made before node-local DNS")
+	podProbe := startProbe("", probeName, "", askers(append(podsBefore, stranded...)))
+	out = revertExactly(t, before)
+	podProbe.finish(t, "revert, asked from pods made before node-local DNS and from those still resolving at "+nodelocal.Address.String())
+	t.Run("revert leaves a forwarder for the pods that resolve there", func(t *testing.T) { checkLeftover(t, out, stranded) })
 	if now := serviceMonitors(t); now != monitorsBefore {
 		t.Errorf("the ServiceMonitors after revert:\n%s\nbefore install:\n%s", now, monitorsBefore)
 	}

@@ -12,11 +12,13 @@ import (
 
 	"github.com/yurtdns/yurtdns/internal/install/kube"
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
+	"github.com/yurtdns/yurtdns/internal/nodelocal/leftover"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/cluster"
 	"github.com/yurtdns/yurtdns/test/harness"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -72,16 +74,16 @@ func askers(pods []podNetns) []asker {
 // checkNodeLocalDNS runs on an installed cluster: install --node-local-dns
 // with pods on both nodes asking their DNS every 100 ms; then new pods
 // resolve at the node-local address, cluster names and node names, also on
-// worker-1 rebooted while cut off from master-1; revert refuses while a pod
-// started during node-local DNS runs. It returns the pods made before, whose DNS the
-// caller's revert must not break either.
-func checkNodeLocalDNS(t *testing.T) []podNetns {
+// worker-1 rebooted while cut off from master-1. It returns the pods whose
+// DNS the caller's revert must not break: made before and untouched since,
+// and those that resolve at the node-local address (made under it, or on
+// the rebooted node).
+func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 	ctx := context.Background()
 	local := nodelocal.Address.String()
 	// The tunnel up, as on an OpenYurt cluster: install and status read
 	// worker-1's kubelet (its /configz) through it.
 	waitTunnelEndpoints(t, 5*time.Minute)
-	var before []podNetns
 	for _, n := range kc.Nodes {
 		before = append(before, startPausePod(t, "dns-before-"+n.Name, n.Name))
 	}
@@ -179,34 +181,55 @@ func checkNodeLocalDNS(t *testing.T) []podNetns {
 		p.pid = pid
 	}
 
-	t.Run("revert waits for the pods that resolve there", func(t *testing.T) {
-		out, err := runSync(t, "revert")
-		if err == nil || !strings.Contains(out, "kube-system/"+after[0].name) || !strings.Contains(out, "kube-system/"+before[1].name) || !strings.Contains(out, "restart those pods") {
-			t.Errorf("revert with pods started during node-local DNS (%s made then, %s on the rebooted node): want a refusal naming them, got %v:\n%s",
-				after[0].name, before[1].name, err, out)
+	// Those pods keep resolving at the node-local address: the caller's
+	// revert must answer them too, and leave a forwarder until they go.
+	return before[:1], append(after, before[1])
+}
+
+// checkLeftover runs after the revert of checkNodeLocalDNS's cluster with
+// the pods that still resolve at the node-local address (stranded) running:
+// revert named them and handed the address to the leftover forwarder, which
+// status shows; once they are deleted the leftover goes by itself, and the
+// address is off every node's lo.
+func checkLeftover(t *testing.T, out string, stranded []podNetns) {
+	ctx := context.Background()
+	if want := "handed the address over to DaemonSet kube-system/node-local-dns-leftover on master-1, worker-1"; !strings.Contains(out, want) {
+		t.Errorf("revert does not say %q:\n%s", want, out)
+	}
+	for _, p := range stranded {
+		if !strings.Contains(out, "kube-system/"+p.name) {
+			t.Errorf("revert does not name pod %s, which still resolves at %s:\n%s", p.name, nodelocal.Address, out)
 		}
-		for _, n := range kc.Nodes {
-			if dns := runningClusterDNS(t, n.Name); dns == local {
-				t.Errorf("after the refused revert, node %s's kubelet still gives pods %s", n.Name, dns)
-			}
-		}
-		// Until they are restarted, those pods still have their DNS.
-		for _, p := range after {
-			r, err := p.dig(ctx, local, probeName, "A", "+time=1", "+tries=1")
-			if err != nil || strings.Join(r.Data("A"), ",") != want[probeName] {
-				t.Errorf("after the refused revert, pod %s: %s at %s = %v (%v), want %s", p.name, probeName, local, r.Data("A"), err, want[probeName])
-			}
-		}
-	})
-	for _, p := range append(after, before[1]) {
+	}
+	if status, _ := runSync(t, "status"); !strings.Contains(status, "leftover forwarder on "+nodelocal.Address.String()+" for pods still resolving there: master-1 (1 pods), worker-1 (2 pods)") {
+		t.Errorf("status after revert does not show the leftover:\n%s", status)
+	}
+	for _, p := range stranded {
 		grace := int64(0)
-		cs.CoreV1().Pods("kube-system").Delete(ctx, p.name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		if err := cs.CoreV1().Pods("kube-system").Delete(ctx, p.name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
 		waitPodGone(t, p.name)
 	}
-	// Made again now that the kubelets are back on kube-dns: a pod whose
-	// DNS the final revert must not touch.
-	before[1] = startPausePod(t, before[1].name, before[1].node)
-	return before
+	started := time.Now()
+	harness.Eventually(t, 2*time.Minute, func() error {
+		if _, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, leftover.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("DaemonSet %s still there (%v)", leftover.Name, err)
+		}
+		if _, err := cs.RbacV1().ClusterRoles().Get(ctx, leftover.ClusterRole, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ClusterRole %s still there (%v)", leftover.ClusterRole, err)
+		}
+		if _, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, leftover.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("ConfigMap %s still there (%v)", leftover.Name, err)
+		}
+		for _, n := range kc.Nodes {
+			if out, _ := n.NetCommand(ctx, "ip", "-o", "addr", "show", "dev", "lo").CombinedOutput(); strings.Contains(string(out), nodelocal.Address.String()) {
+				return fmt.Errorf("%s still has %s on lo:\n%s", n.Name, nodelocal.Address, out)
+			}
+		}
+		return nil
+	})
+	t.Logf("the leftover forwarder went %s after the last pod resolving at %s", time.Since(started).Round(100*time.Millisecond), nodelocal.Address)
 }
 
 // cutOff drops, in a's network namespace, everything to and from b and b's

@@ -16,6 +16,7 @@ import (
 	"github.com/yurtdns/yurtdns/internal/kubewait"
 	"github.com/yurtdns/yurtdns/internal/layout"
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
+	"github.com/yurtdns/yurtdns/internal/nodelocal/leftover"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,8 +32,8 @@ const (
 	nodeLocalDNS       = "node-local-dns"
 	kubeletConfigMap   = "kubelet-config"
 	kubeletConfigKey   = "kubelet"
-	nodeLocalPodLabel  = "k8s-app"
-	nodeLocalPodLabelV = "node-local-dns"
+	nodeLocalPodLabel  = leftover.AppLabel
+	nodeLocalPodLabelV = leftover.CacheApp
 )
 
 // nodeLocalDNSStep (with --node-local-dns) runs coredns-yurt as a cache on
@@ -40,7 +41,9 @@ const (
 // one node's kubelet after another at it, each only once its cache answers
 // there, and last kubeadm's kubelet-config ConfigMap, so nodes that join
 // later get it too. Revert goes backwards; each kubelet's file comes back
-// byte for byte.
+// byte for byte. Where pods made in between still resolve at the address,
+// revert hands it to a leftover forwarder before the caches go
+// (nodelocalleftover.go), which goes by itself once those pods are gone.
 func nodeLocalDNSStep(l layout.Layout) engine.Step {
 	objects := func(ctx context.Context, env *engine.Env) ([]*unstructured.Unstructured, error) {
 		return nodeLocalObjects(ctx, env, l)
@@ -65,6 +68,10 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 					return engine.Result{}, err
 				}
 			}
+			tookOver, err := takeOverFromLeftover(ctx, env)
+			if err != nil {
+				return engine.Result{}, err
+			}
 			nodes, notReady, err := readyNodeNames(ctx, env)
 			if err != nil {
 				return engine.Result{}, err
@@ -87,6 +94,9 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 			if res.Changed {
 				summary = append(summary, res.Summary)
 				res.Diffs = append(res.Diffs, "")
+			}
+			if tookOver != "" {
+				summary = append(summary, tookOver)
 			}
 			if len(switched) > 0 {
 				summary = append(summary, fmt.Sprintf("switched the kubelet clusterDNS of %s to %s", strings.Join(switched, ", "), nodelocal.Address))
@@ -122,10 +132,19 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 			if len(restored) > 0 {
 				summary = append(summary, "restored the kubelet clusterDNS of "+strings.Join(restored, ", "))
 			}
-			if !env.Options.DryRun {
-				if err := refuseWhileResolvingThere(ctx, env, ss); err != nil {
+			// Pods made while their node was switched keep the address in
+			// their resolv.conf: a forwarder stays there for them.
+			windows := kubeletWindows(ss)
+			stranded, err := strandedPods(ctx, env, windows)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			if len(stranded) > 0 {
+				handed, err := handOverToLeftover(ctx, env, ss, stranded, windows)
+				if err != nil {
 					return engine.Result{}, err
 				}
+				summary = append(summary, handed)
 			}
 			cachePods, err := recordCacheNodes(ctx, env, ss)
 			if err != nil {
@@ -143,7 +162,7 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 					return engine.Result{}, err
 				}
 			}
-			torn, err := teardownNodes(ctx, env, ss)
+			torn, err := teardownNodes(ctx, env, ss, stranded)
 			if err != nil {
 				return engine.Result{}, err
 			}
@@ -156,9 +175,13 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 			return engine.Result{Changed: true, Summary: strings.Join(summary, "; ")}, nil
 		},
 		Status: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.StepStatus, string, error) {
+			lingers, err := leftoverStatus(ctx, env)
+			if err != nil {
+				return "", "", err
+			}
 			st, filesDetail, err := files.Status(ctx, env, ss)
 			if err != nil || st == engine.NotApplied {
-				return st, "", err
+				return st, lingers, err
 			}
 			detail, all, err := nodeLocalStatus(ctx, env)
 			if err != nil {
@@ -167,10 +190,8 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 			if st == engine.Applied && !all && ss.Applied {
 				st = engine.Drifted
 			}
-			if filesDetail != "" {
-				detail = filesDetail + "; " + detail
-			}
-			return st, detail, nil
+			details := slices.DeleteFunc([]string{filesDetail, detail, lingers}, func(d string) bool { return d == "" })
+			return st, strings.Join(details, "; "), nil
 		},
 	}
 }
@@ -297,7 +318,7 @@ func switchNode(ctx context.Context, env *engine.Env, ss *engine.StepState, node
 	if env.Options.DryRun {
 		return true, nil
 	}
-	if err := kubewait.For(ctx, env.Options.Timeout, "node-local cache on node "+node+" not Ready", nodeLocalPodReady(env, node)); err != nil {
+	if err := kubewait.For(ctx, env.Options.Timeout, "node-local cache on node "+node+" not Ready", podReadyOn(env, nodeLocalPodLabelV, node)); err != nil {
 		return false, err
 	}
 	image, err := kube.SyncImage(env)
@@ -398,12 +419,19 @@ func setupStarted(p *corev1.Pod) bool {
 // teardownNodes undoes the caches' setup on every recorded node once the
 // caches are gone (the address off lo, the NOTRACK table dropped) and then
 // forgets the node. A NotReady node keeps both, and its record, until a
-// later revert: it cannot run the Job now.
-func teardownNodes(ctx context.Context, env *engine.Env, ss *engine.StepState) ([]string, error) {
+// later revert: it cannot run the Job now. The leftover's nodes (keys of
+// lingering) are only forgotten: their leftover tears them down.
+func teardownNodes(ctx context.Context, env *engine.Env, ss *engine.StepState, lingering map[string][]string) ([]string, error) {
 	var nodes []string
 	for _, r := range ss.Records {
-		if r.Kubelet != nil {
-			nodes = append(nodes, r.Kubelet.Node)
+		k := r.Kubelet
+		if k == nil {
+			continue
+		}
+		if _, ok := lingering[k.Node]; !ok {
+			nodes = append(nodes, k.Node)
+		} else if !env.Options.DryRun {
+			delete(ss.Records, kubeletRecordKey(k.Node))
 		}
 	}
 	slices.Sort(nodes)
@@ -440,38 +468,6 @@ func teardownNodes(ctx context.Context, env *engine.Env, ss *engine.StepState) (
 	return torn, nil
 }
 
-// refuseWhileResolvingThere refuses to remove the caches while pods created
-// when their node was switched are running: their resolv.conf names the
-// node-local address, and would name nothing that answers.
-func refuseWhileResolvingThere(ctx context.Context, env *engine.Env, ss *engine.StepState) error {
-	pods := &corev1.PodList{}
-	if err := env.Client.List(ctx, pods); err != nil {
-		return fmt.Errorf("listing pods: %w", err)
-	}
-	var left []string
-	for _, p := range pods.Items {
-		r := ss.Records[kubeletRecordKey(p.Spec.NodeName)].Kubelet
-		if r == nil || r.Since == nil || !usesClusterDNS(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed ||
-			revertRestartsIt(&p) {
-			continue
-		}
-		// Its sandbox made after the switch began, before the restore was
-		// confirmed.
-		made := sandboxMade(&p)
-		if !made.Before(r.Since.Time) && (r.Until == nil || made.Before(r.Until.Time)) {
-			left = append(left, p.Namespace+"/"+p.Name)
-		}
-	}
-	if len(left) == 0 {
-		return nil
-	}
-	slices.Sort(left)
-	shown := left[:min(10, len(left))]
-	return fmt.Errorf("%d pods were started while their node's kubelet gave them %s as their DNS server (%s): they would lose DNS once the caches go. "+
-		"The kubelets are back on their original clusterDNS: restart those pods (kubectl rollout restart, or delete them), then run revert again",
-		len(left), nodelocal.Address, strings.Join(shown, ", "))
-}
-
 // revertRestartsIt: revert itself, later in the same run, takes care of the
 // pod. kube-apiserver's static pod, which a kubeadm upgrade under node-local
 // DNS makes anew, resolves cluster names only for the control-plane step
@@ -479,47 +475,19 @@ func refuseWhileResolvingThere(ctx context.Context, env *engine.Env, ss *engine.
 // resolv.conf (an operator cannot restart a static pod by deleting it). The
 // sync's pods, rolled by an upgrade of yurtdns under node-local DNS, are
 // deleted by the sync step's revert, and reach the apiserver by the
-// kubernetes Service's IP, not by a name.
+// kubernetes Service's IP, not by a name. The leftover's linger needs no
+// such exception: it only waits for them, and revert makes them anew.
 func revertRestartsIt(p *corev1.Pod) bool {
 	_, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]
 	return mirror && p.Labels["component"] == "kube-apiserver" || ofSyncDeployment(p)
 }
 
-// sandboxMade is when the kubelet last wrote the pod's resolv.conf: when it
-// made the pod's sandbox, which a node's reboot or a sandbox's death does
-// again for a pod made long before (PodReadyToStartContainers turns True
-// then), or else when the pod was created. A mirror pod's conditions start
-// afresh whenever its kubelet restarts, as the switch does, so only its
-// creation counts (a new static pod is a new mirror pod).
-func sandboxMade(p *corev1.Pod) time.Time {
-	made := p.CreationTimestamp.Time
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return made
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReadyToStartContainers && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(made) {
-			made = c.LastTransitionTime.Time
-		}
-	}
-	return made
-}
-
-// usesClusterDNS: the kubelet writes the pod's resolv.conf from clusterDNS.
-func usesClusterDNS(p *corev1.Pod) bool {
-	switch p.Spec.DNSPolicy {
-	case corev1.DNSClusterFirstWithHostNet:
-		return true
-	case corev1.DNSClusterFirst, "":
-		return !p.Spec.HostNetwork
-	}
-	return false
-}
-
-// nodeLocalPodReady: the DaemonSet's pod on node is Ready.
-func nodeLocalPodReady(env *engine.Env, node string) kubewait.Condition {
+// podReadyOn: the pod of DaemonSet app (the node-local cache, or the
+// leftover) on node is Ready.
+func podReadyOn(env *engine.Env, app, node string) kubewait.Condition {
 	return func(ctx context.Context) (bool, string, error) {
 		pods := &corev1.PodList{}
-		if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{nodeLocalPodLabel: nodeLocalPodLabelV}); err != nil {
+		if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{nodeLocalPodLabel: app}); err != nil {
 			return false, "", err
 		}
 		for _, p := range pods.Items {
@@ -593,7 +561,7 @@ func nodeLocalStatus(ctx context.Context, env *engine.Env) (detail string, all b
 	var lines []string
 	for _, node := range nodes {
 		n := node.Name
-		cache, why, err := nodeLocalPodReady(env, n)(ctx)
+		cache, why, err := podReadyOn(env, nodeLocalPodLabelV, n)(ctx)
 		if err != nil {
 			return "", false, err
 		}

@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,78 +10,119 @@ import (
 	"github.com/yurtdns/yurtdns/deploy"
 	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/layout"
+	"github.com/yurtdns/yurtdns/internal/nodelocal/leftover"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
-// Revert refuses exactly while a running pod's resolv.conf names the
-// node-local address: made on a switched node between the switch and the
-// restore, with a DNS policy that takes the kubelet's clusterDNS.
-func TestRefuseWhileResolvingThere(t *testing.T) {
+// Revert leaves a forwarder for the pods that resolve at the node-local
+// address (leftover.Strands, tested there) on nodes with a window, but not
+// for those revert itself makes anew.
+func TestStrandedPods(t *testing.T) {
 	since := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	until := since.Add(time.Hour)
-	pod := func(name, node string, created time.Time, edit func(*corev1.Pod)) client.Object {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", CreationTimestamp: metav1.Time{Time: created}},
+	during := since.Add(time.Minute)
+	pod := func(name, node string, edit func(*corev1.Pod)) client.Object {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", CreationTimestamp: metav1.Time{Time: during}},
 			Spec: corev1.PodSpec{NodeName: node, DNSPolicy: corev1.DNSClusterFirst}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 		if edit != nil {
 			edit(p)
 		}
 		return p
 	}
-	during := since.Add(time.Minute)
-	for _, tc := range []struct {
-		name    string
-		pod     client.Object
-		refused bool
-	}{
-		{"made during, ClusterFirst", pod("a", "worker-1", during, nil), true},
-		{"made during, empty policy (ClusterFirst)", pod("a", "worker-1", during, func(p *corev1.Pod) { p.Spec.DNSPolicy = "" }), true},
-		{"made during, host network with ClusterFirstWithHostNet", pod("a", "worker-1", during, func(p *corev1.Pod) {
-			p.Spec.HostNetwork, p.Spec.DNSPolicy = true, corev1.DNSClusterFirstWithHostNet
-		}), true},
-		{"made during, host network with ClusterFirst (the node's resolv.conf)", pod("a", "worker-1", during, func(p *corev1.Pod) { p.Spec.HostNetwork = true }), false},
-		{"made during, dnsPolicy Default", pod("a", "worker-1", during, func(p *corev1.Pod) { p.Spec.DNSPolicy = corev1.DNSDefault }), false},
-		{"made during, finished", pod("a", "worker-1", during, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), false},
-		{"made before the switch", pod("a", "worker-1", since.Add(-time.Second), nil), false},
-		{"made before the switch, its sandbox made again during (the node rebooted)", pod("a", "worker-1", since.Add(-time.Hour), func(p *corev1.Pod) {
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: during}}}
-		}), true},
-		{"made before the switch, its sandbox made again after the restore", pod("a", "worker-1", since.Add(-time.Hour), func(p *corev1.Pod) {
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: until.Add(time.Second)}}}
-		}), false},
-		{"a mirror pod made before the switch, its kubelet restarted during", pod("a", "worker-1", since.Add(-time.Hour), func(p *corev1.Pod) {
-			p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "hash"}
-			p.Spec.HostNetwork, p.Spec.DNSPolicy = true, corev1.DNSClusterFirstWithHostNet
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: during}}}
-		}), false},
-		{"made before the switch, sandbox not ready since during", pod("a", "worker-1", since.Add(-time.Hour), func(p *corev1.Pod) {
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Time{Time: during}}}
-		}), false},
-		{"made after the restore", pod("a", "worker-1", until.Add(time.Second), nil), false},
-		{"made during, a pod of the sync Deployment (revert deletes it)", pod("a", "worker-1", during, func(p *corev1.Pod) {
+	env := &engine.Env{Client: fake.NewClientBuilder().WithObjects(
+		pod("web", "worker-1", nil),
+		pod("on-a-node-never-switched", "master-1", nil),
+		pod("tunnel-nodes-sync-68d8c98454-x", "worker-1", func(p *corev1.Pod) {
 			p.Namespace = "kube-system"
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "tunnel-nodes-sync-68d8c98454", UID: "u", Controller: new(true)}}
-		}), false},
-		{"made during, another Deployment's pod", pod("a", "worker-1", during, func(p *corev1.Pod) {
-			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-68d8c98454", UID: "u", Controller: new(true)}}
-		}), true},
-		{"made during, on a node never switched", pod("a", "master-1", during, nil), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := &engine.Env{Client: fake.NewClientBuilder().WithObjects(tc.pod).Build()}
-			ss := &engine.StepState{Records: map[string]engine.Record{
-				kubeletRecordKey("worker-1"): {Kubelet: &engine.KubeletRecord{Node: "worker-1", Since: &metav1.Time{Time: since}, Until: &metav1.Time{Time: until}}}}}
-			err := refuseWhileResolvingThere(context.Background(), env, ss)
-			if refused := err != nil; refused != tc.refused {
-				t.Fatalf("refused %v (%v), want %v", refused, err, tc.refused)
+		}),
+		pod("kube-apiserver-worker-1", "worker-1", func(p *corev1.Pod) {
+			p.Namespace, p.Labels = "kube-system", map[string]string{"component": "kube-apiserver"}
+			p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "hash"}
+			p.Spec.HostNetwork, p.Spec.DNSPolicy = true, corev1.DNSClusterFirstWithHostNet
+		}),
+	).Build()}
+	ss := &engine.StepState{Records: map[string]engine.Record{
+		kubeletRecordKey("worker-1"): {Kubelet: &engine.KubeletRecord{Node: "worker-1", Since: &metav1.Time{Time: since}, Until: &metav1.Time{Time: since.Add(time.Hour)}}},
+		kubeletRecordKey("master-1"): {Kubelet: &engine.KubeletRecord{Node: "master-1"}}}}
+	stranded, err := strandedPods(context.Background(), env, kubeletWindows(ss))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stranded) != 1 || !slices.Equal(stranded["worker-1"], []string{"default/web"}) {
+		t.Errorf("stranded = %v, want worker-1: default/web", stranded)
+	}
+}
+
+// The leftover runs the caches' images on the lingering nodes only, with
+// their windows, a forward-only Corefile beside the cache's ports, and the
+// ClusterRole first (it owns the rest).
+func TestLeftoverObjects(t *testing.T) {
+	cache := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "node-local-dns", Namespace: "kube-system"}, Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{
+		Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: "setup", Image: "example.org/s:1"}}, Containers: []corev1.Container{{Name: "coredns", Image: "example.org/c:1"}}}}}}
+	env := &engine.Env{Client: fake.NewClientBuilder().WithObjects(cache).Build(), Options: engine.Options{SyncImage: "example.org/other:1"}}
+	images, err := leftoverImages(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := leftover.Window{Since: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 25, 13, 0, 0, 0, time.UTC)}
+	objs, err := leftoverObjects(images, map[string]leftover.Window{"worker-1": w, "master-1": w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs[0].GetKind() != "ClusterRole" || objs[0].GetName() != leftover.ClusterRole {
+		t.Errorf("first object %s %s, want ClusterRole %s", objs[0].GetKind(), objs[0].GetName(), leftover.ClusterRole)
+	}
+	kinds := map[string]bool{}
+	for _, o := range objs {
+		kinds[o.GetKind()] = true
+		switch o.GetKind() {
+		case "ConfigMap":
+			data := o.Object["data"].(map[string]any)
+			corefile := data[leftover.CorefileKey].(string)
+			for _, want := range []string{"bind 169.254.20.10", "health 169.254.20.10:8082", "ready 169.254.20.10:8183", "cache 30", "forward . {$KUBE_DNS_SERVICE_HOST}"} {
+				if !strings.Contains(corefile, want) {
+					t.Errorf("Corefile does not say %q:\n%s", want, corefile)
+				}
 			}
-			if tc.refused && !strings.Contains(err.Error(), "default/a") {
-				t.Errorf("the refusal does not name the pod: %v", err)
+			for _, absent := range []string{"yurthosts", "kubernetes", ":8080", ":8181", "prometheus"} {
+				if strings.Contains(corefile, absent) {
+					t.Errorf("Corefile says %q:\n%s", absent, corefile)
+				}
 			}
-		})
+			if data["worker-1"] != w.Encode() || data["master-1"] != w.Encode() || len(data) != 3 {
+				t.Errorf("ConfigMap data %v", data)
+			}
+		case "DaemonSet":
+			ds := &appsv1.DaemonSet{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, ds); err != nil {
+				t.Fatal(err)
+			}
+			spec := ds.Spec.Template.Spec
+			terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+			if f := terms[0].MatchFields[0]; f.Key != "metadata.name" || !slices.Equal(f.Values, []string{"master-1", "worker-1"}) {
+				t.Errorf("node affinity %+v, want metadata.name in master-1, worker-1", f)
+			}
+			for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+				want := map[string]string{"setup": "example.org/s:1", "linger": "example.org/s:1", "coredns": "example.org/c:1"}[c.Name]
+				if c.Image != want || len(c.Ports) > 0 {
+					t.Errorf("container %s: image %s (want %s), ports %v", c.Name, c.Image, want, c.Ports)
+				}
+			}
+			if !spec.HostNetwork || spec.ServiceAccountName != leftover.Name {
+				t.Errorf("hostNetwork %v, ServiceAccount %s", spec.HostNetwork, spec.ServiceAccountName)
+			}
+		}
+	}
+	for _, k := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount", "ConfigMap", "DaemonSet"} {
+		if !kinds[k] {
+			t.Errorf("no %s in deploy/%s", k, deploy.NodeLocalDNSLeftover)
+		}
 	}
 }
 

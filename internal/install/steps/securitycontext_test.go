@@ -179,6 +179,9 @@ func TestLeastPrivilegeSecurityContext(t *testing.T) {
 			case deploy.NodeLocalDNS:
 				p.mayAdd, p.hostNetwork = coreDNSCaps, true
 				p.rootWith = map[string][]corev1.Capability{"setup": {"NET_ADMIN"}}
+			case deploy.NodeLocalDNSLeftover:
+				p.mayAdd, p.hostNetwork = coreDNSCaps, true
+				p.rootWith = map[string][]corev1.Capability{"setup": {"NET_ADMIN"}, "linger": {"NET_ADMIN"}}
 			}
 			pods = append(pods, p)
 		}
