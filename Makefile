@@ -139,11 +139,15 @@ deps:
 ## fuzzes for TEST_FUZZTIME.
 CLUSTER_PKGS := ./test/cluster ./test/realcluster
 test: prereqs
+	@date -u +'[make test] %T vet, then test-unit beside test-e2e'
 	$(GO) vet ./...
 	$(MAKE) -j2 test-unit test-e2e
+	@date -u +'[make test] %T the real-cluster tests'
 	$(GO) test -count=1 -p 1 -timeout 50m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|--- |\s+\S+\.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; \
 		status=$${PIPESTATUS[0]}; [ $$status = 0 ] || awk -f hack/failures.awk $(BIN)/cluster-test.txt; exit $$status
+	@date -u +'[make test] %T fuzzing'
 	hack/fuzz.sh $(TEST_FUZZTIME)
+	@date -u +'[make test] %T done'
 
 # test-unit and test-e2e run side by side in make test: the e2e tests mostly
 # wait on the processes they drive while the -race builds fill the cores.
