@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,17 +31,21 @@ import (
 func TestRevertLeavesNodeLocalForwarder(t *testing.T) {
 	cp := harness.Start(t, harness.Options{})
 	ctx := context.Background()
-	cp.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "192.168.0.21", Edge: true, Ready: true})
-	stranded := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: corev1.PodSpec{NodeName: "worker-1", Containers: []corev1.Container{{Name: "web", Image: "web:1"}}}}
-	if _, err := cp.Client.CoreV1().Pods("default").Create(ctx, stranded, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The state of an install --node-local-dns whose kubelet on worker-1 was
-	// switched an hour ago and is back (restoreNodes ran).
+	// The state of an install --node-local-dns whose kubelets on worker-1
+	// and worker-2 were switched an hour ago and are back (restoreNodes
+	// ran), a pod made in between on each.
 	since, until := metav1.NewTime(time.Now().Add(-time.Hour)), metav1.NewTime(time.Now().Add(time.Hour))
-	step, err := json.Marshal(engine.StepState{Applied: true, Records: map[string]engine.Record{"kubelet worker-1": {Kubelet: &engine.KubeletRecord{
-		Node: "worker-1", Image: "tunnel-nodes-sync:test", Since: &since, Until: &until}}}})
+	records := map[string]engine.Record{}
+	for i, node := range []string{"worker-1", "worker-2"} {
+		cp.CreateNode(t, harness.Node{Name: node, InternalIP: fmt.Sprintf("192.168.0.%d", 21+i), Edge: true, Ready: true})
+		stranded := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + node, Namespace: "default"},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "web", Image: "web:1"}}}}
+		if _, err := cp.Client.CoreV1().Pods("default").Create(ctx, stranded, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		records["kubelet "+node] = engine.Record{Kubelet: &engine.KubeletRecord{Node: node, Image: "tunnel-nodes-sync:test", Since: &since, Until: &until}}
+	}
+	step, err := json.Marshal(engine.StepState{Applied: true, Records: records})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,9 +87,14 @@ func TestRevertLeavesNodeLocalForwarder(t *testing.T) {
 		if img := ds.Spec.Template.Spec.Containers[1].Image; img != "tunnel-nodes-sync:test" {
 			t.Errorf("linger runs %s, want --sync-image's", img)
 		}
-		if f := ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0]; f.Key != "metadata.name" ||
-			strings.Join(f.Values, ",") != "worker-1" {
-			t.Errorf("DaemonSet pinned to %+v, want worker-1", f)
+		var pinned []string
+		for _, term := range ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, f := range term.MatchFields {
+				pinned = append(pinned, f.Key+" "+string(f.Operator)+" "+strings.Join(f.Values, ","))
+			}
+		}
+		if want := []string{"metadata.name In worker-1", "metadata.name In worker-2"}; !slices.Equal(pinned, want) {
+			t.Errorf("DaemonSet pinned to %v, want %v", pinned, want)
 		}
 		cm, err := cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, leftover.Name, metav1.GetOptions{})
 		if err != nil {
@@ -91,8 +102,8 @@ func TestRevertLeavesNodeLocalForwarder(t *testing.T) {
 		}
 		ownedByRole("ConfigMap", cm.OwnerReferences, cr.UID)
 		windows, err := leftover.Windows(cm.Data)
-		if w := windows["worker-1"]; err != nil || len(windows) != 1 || !w.Since.Equal(since.Time.Truncate(time.Second)) || !w.Until.Equal(until.Time.Truncate(time.Second)) {
-			t.Errorf("ConfigMap windows %v (%v), want worker-1 from %s until %s", windows, err, since, until)
+		if w := windows["worker-2"]; err != nil || len(windows) != 2 || !w.Since.Equal(since.Time.Truncate(time.Second)) || !w.Until.Equal(until.Time.Truncate(time.Second)) {
+			t.Errorf("ConfigMap windows %v (%v), want worker-1 and worker-2 from %s until %s", windows, err, since, until)
 		}
 		sa, err := cp.Client.CoreV1().ServiceAccounts(tunnelnodes.Namespace).Get(ctx, leftover.Name, metav1.GetOptions{})
 		if err != nil {
@@ -122,7 +133,7 @@ func TestRevertLeavesNodeLocalForwarder(t *testing.T) {
 
 	p := harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), "status", "--kubeconfig", cp.Kubeconfig)
 	_ = p.Wait(t, time.Minute)
-	if want := "leftover forwarder on 169.254.20.10 for pods still resolving there: worker-1 (1 pods)"; !strings.Contains(p.Output(), want) {
+	if want := "leftover forwarder on 169.254.20.10 for pods still resolving there: worker-1 (1 pods), worker-2 (1 pods)"; !strings.Contains(p.Output(), want) {
 		t.Errorf("status does not say %q:\n%s", want, p.Output())
 	}
 

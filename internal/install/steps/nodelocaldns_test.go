@@ -105,8 +105,10 @@ func TestLeftoverObjects(t *testing.T) {
 			}
 			spec := ds.Spec.Template.Spec
 			terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-			if f := terms[0].MatchFields[0]; f.Key != "metadata.name" || !slices.Equal(f.Values, []string{"master-1", "worker-1"}) {
-				t.Errorf("node affinity %+v, want metadata.name in master-1, worker-1", f)
+			// One term per node: a metadata.name field selector takes one value.
+			if len(terms) != 2 || !slices.Equal(terms[0].MatchFields[0].Values, []string{"master-1"}) || !slices.Equal(terms[1].MatchFields[0].Values, []string{"worker-1"}) ||
+				terms[0].MatchFields[0].Key != "metadata.name" || terms[1].MatchFields[0].Key != "metadata.name" {
+				t.Errorf("node affinity %+v, want metadata.name in master-1, or in worker-1", terms)
 			}
 			for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
 				want := map[string]string{"setup": "example.org/s:1", "linger": "example.org/s:1", "coredns": "example.org/c:1"}[c.Name]

@@ -153,9 +153,12 @@ func leftoverObjects(images map[string]string, lingering map[string]leftover.Win
 	if err != nil {
 		return nil, err
 	}
-	var values []any
+	// One term per node (terms are ORed): a metadata.name field selector
+	// takes a single value.
+	var terms []any
 	for _, n := range slices.Sorted(maps.Keys(lingering)) {
-		values = append(values, n)
+		terms = append(terms, map[string]any{"matchFields": []any{map[string]any{
+			"key": "metadata.name", "operator": "In", "values": []any{n}}}})
 	}
 	for _, o := range objs {
 		switch o.GetKind() {
@@ -176,8 +179,7 @@ func leftoverObjects(images map[string]string, lingering map[string]leftover.Win
 				}
 			}
 			spec["affinity"] = map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
-				"nodeSelectorTerms": []any{map[string]any{"matchFields": []any{map[string]any{
-					"key": "metadata.name", "operator": "In", "values": values}}}}}}}
+				"nodeSelectorTerms": terms}}}
 			if err := unstructured.SetNestedMap(o.Object, spec, "spec", "template", "spec"); err != nil {
 				return nil, err
 			}
