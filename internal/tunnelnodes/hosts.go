@@ -28,6 +28,12 @@ func (e LineError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.
 // everything usable is returned in order of appearance, so equal input always
 // gives equal output.
 func ParseHosts(text string) (entries []HostEntry, skipped []LineError) {
+	return parseHosts(text, nil)
+}
+
+// parseHosts is ParseHosts that also skips the names keep (nil: none)
+// returns an error for.
+func parseHosts(text string, keep func(name string) error) (entries []HostEntry, skipped []LineError) {
 	lineNo := 0
 	for len(text) > 0 {
 		lineNo++
@@ -51,6 +57,9 @@ func ParseHosts(text string) (entries []HostEntry, skipped []LineError) {
 		}
 		for _, name := range fields[1:] {
 			normalized, err := NormalizeName(name)
+			if err == nil && keep != nil {
+				err = keep(normalized)
+			}
 			if err != nil {
 				skipped = append(skipped, LineError{Line: lineNo, Reason: err.Error()})
 				continue

@@ -2,7 +2,6 @@ package tunnelnodes
 
 import (
 	"fmt"
-	"hash/fnv"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -70,15 +69,42 @@ func ShardCount(n, current int) int {
 
 // ShardOf is the index of name's shard in a set of count (a power of two):
 // FNV-1a, so it depends on the name alone and is the same in every process.
+// Inlined rather than hash/fnv: readers hash every query name, and this
+// allocates nothing.
 func ShardOf(name string, count int) int {
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	return int(h.Sum32() & uint32(count-1))
+	const offset32, prime32 = 2166136261, 16777619
+	h := uint32(offset32)
+	for i := 0; i < len(name); i++ {
+		h ^= uint32(name[i])
+		h *= prime32
+	}
+	return int(h & uint32(count-1))
+}
+
+// ParseShardHosts reads the text of shard index of a set of count as
+// ParseHosts does, and skips the names of other shards: a reader looks a
+// name up in its own shard only.
+func ParseShardHosts(text string, index, count int) (entries []HostEntry, skipped []LineError) {
+	return parseHosts(text, func(name string) error {
+		if i := ShardOf(name, count); i != index {
+			return fmt.Errorf("name %q belongs to shard %s, not %s", truncate(name), FormatShard(i, count), FormatShard(index, count))
+		}
+		return nil
+	})
 }
 
 // ShardName is the name of shard index of a set of count for records.
 func ShardName(records string, count, index int) string {
 	return records + "-" + strconv.Itoa(count) + "-" + strconv.Itoa(index)
+}
+
+// isShardName: name is ShardName(records, count, index), told without
+// building that string (readers check every shard on each change).
+func isShardName(name, records string, count, index int) bool {
+	var buf [shardNameSuffixLen]byte
+	suffix := strconv.AppendInt(append(strconv.AppendInt(append(buf[:0], '-'), int64(count), 10), '-'), int64(index), 10)
+	rest, ok := strings.CutPrefix(name, records)
+	return ok && rest == string(suffix)
 }
 
 // ValidShardsOf reports whether records (a ConfigMap name) leaves room for
@@ -181,7 +207,7 @@ func ShardSets(records string, cms []*corev1.ConfigMap) (sets map[int]*ShardSet,
 			continue
 		}
 		index, count, err := ParseShard(cm.Annotations[ShardAnnotation])
-		if err != nil || cm.Name != ShardName(records, count, index) {
+		if err != nil || !isShardName(cm.Name, records, count, index) {
 			strays = append(strays, cm)
 			continue
 		}
@@ -199,13 +225,22 @@ func ShardSets(records string, cms []*corev1.ConfigMap) (sets map[int]*ShardSet,
 // written last (the larger on a tie). ok is false when no set is complete.
 // It depends only on the objects, so every reader picks the same set.
 func ServedShardSet(sets map[int]*ShardSet) (served ShardSet, ok bool) {
+	// The triggers are read only when two sets are complete (a reshard):
+	// each read parses every shard's.
+	var servedT time.Time
 	for _, set := range sets {
 		if !set.Complete() {
 			continue
 		}
-		if t, servedT := set.LatestTrigger(), served.LatestTrigger(); !ok || t.After(servedT) ||
-			(t.Equal(servedT) && set.Count > served.Count) {
+		if !ok {
 			served, ok = *set, true
+			continue
+		}
+		if servedT.IsZero() {
+			servedT = served.LatestTrigger()
+		}
+		if t := set.LatestTrigger(); t.After(servedT) || (t.Equal(servedT) && set.Count > served.Count) {
+			served, servedT = *set, t
 		}
 	}
 	return served, ok

@@ -2,6 +2,8 @@ package tunnelnodes
 
 import (
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +42,17 @@ func TestShardOfIsStable(t *testing.T) {
 	// FNV-1a of "a" is 0xe40c292c.
 	if got := ShardOf("a", MaxShards); got != 0xe40c292c&(MaxShards-1) {
 		t.Errorf("ShardOf(a) = %#x, want FNV-1a's %#x", got, 0xe40c292c&(MaxShards-1))
+	}
+	// It is hash/fnv's FNV-1a, without an allocation.
+	for _, name := range []string{"", "edge-000001", "edge-node-1.example", strings.Repeat("x", 253)} {
+		h := fnv.New32a()
+		h.Write([]byte(name))
+		if got, want := ShardOf(name, MaxShards), int(h.Sum32()&(MaxShards-1)); got != want {
+			t.Errorf("ShardOf(%q) = %d, hash/fnv says %d", name, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { ShardOf("edge-000001", MaxShards) }); n != 0 {
+		t.Errorf("ShardOf allocates %v times", n)
 	}
 	// Names spread: no shard of 512 holds more than 3× the mean of 5,000 names.
 	counts := make([]int, 512)
@@ -127,6 +140,9 @@ func TestServedShardSet(t *testing.T) {
 	wrongName := shard(records, 0, 2, t0)
 	wrongName.Name = "yurt-tunnel-nodes-2-1"
 	otherRecords := shard("edge-tunnel-nodes", 0, 1, t0.Add(time.Hour))
+	// Names near the right one: more after it, a zero before the count.
+	longer, zeroed := shard(records, 0, 1, t0), shard(records, 0, 1, t0)
+	longer.Name, zeroed.Name = "yurt-tunnel-nodes-1-0-old", "yurt-tunnel-nodes-01-0"
 	for _, tc := range []struct {
 		name       string
 		cms        []*corev1.ConfigMap
@@ -142,6 +158,7 @@ func TestServedShardSet(t *testing.T) {
 		{"the larger on a tie", append(set(4, t0), set(8, t0)...), 8, 0},
 		{"the complete one", append(set(4, t0), set(8, t0.Add(time.Second), 7)...), 4, 0},
 		{"name and annotation disagree", append(set(1, t0), wrongName), 1, 1},
+		{"names near the shard's", []*corev1.ConfigMap{longer, zeroed}, 0, 2},
 		{"another records' shard", append(set(2, t0), otherRecords), 2, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,6 +174,42 @@ func TestServedShardSet(t *testing.T) {
 				if cm.Name != ShardName(records, served.Count, i) {
 					t.Errorf("shard %d is %s", i, cm.Name)
 				}
+			}
+		})
+	}
+}
+
+// TestParseShardHosts: a shard's text is read as ParseHosts reads it, and a
+// name of another shard is skipped with its line, as a malformed one is.
+func TestParseShardHosts(t *testing.T) {
+	// Of a set of 2: a and c are in shard 0, b in shard 1 (FNV-1a's low bit).
+	if ShardOf("a", 2) != 0 || ShardOf("b", 2) != 1 || ShardOf("c", 2) != 0 {
+		t.Fatal("the test's names moved shards")
+	}
+	for _, tc := range []struct {
+		name         string
+		text         string
+		index, count int
+		want         []string // "addr name"
+		skipped      []int    // lines
+	}{
+		{"all in their shard", "10.0.0.1 a\n10.0.0.3 c", 0, 2, []string{"10.0.0.1 a", "10.0.0.3 c"}, nil},
+		{"a name of another shard", "10.0.0.1 a b\n10.0.0.2 b\n10.0.0.3 C", 0, 2, []string{"10.0.0.1 a", "10.0.0.3 c"}, []int{1, 2}},
+		{"malformed and misplaced", "x a\n10.0.0.2 b a", 1, 2, []string{"10.0.0.2 b"}, []int{1, 2}},
+		{"a set of one holds every name", "10.0.0.1 a b c", 0, 1, []string{"10.0.0.1 a", "10.0.0.1 b", "10.0.0.1 c"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entries, skipped := ParseShardHosts(tc.text, tc.index, tc.count)
+			var got []string
+			for _, e := range entries {
+				got = append(got, e.Addr.String()+" "+e.Name)
+			}
+			var lines []int
+			for _, s := range skipped {
+				lines = append(lines, s.Line)
+			}
+			if !slices.Equal(got, tc.want) || !slices.Equal(lines, tc.skipped) {
+				t.Errorf("entries %q skipped lines %v (%v), want %q and %v", got, lines, skipped, tc.want, tc.skipped)
 			}
 		})
 	}

@@ -20,7 +20,7 @@ func (y *YurtHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 	if state.QType() == dns.TypePTR {
 		// Like hosts, reverse answers do not depend on the plugin's zones.
 		// Tunnel ClusterIPs are not in the reverse map: the next plugin answers.
-		names := recs.reverse[qname]
+		names := recs.ptr(qname)
 		if y.noReverse || len(names) == 0 {
 			return plugin.NextOrFailure(y.Name(), y.Next, ctx, w, r)
 		}
@@ -30,7 +30,7 @@ func (y *YurtHosts) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.M
 	if plugin.Zones(y.Zones).Matches(qname) == "" {
 		return plugin.NextOrFailure(y.Name(), y.Next, ctx, w, r)
 	}
-	host, found := recs.hosts[qname]
+	host, found := recs.host(qname)
 	if !found {
 		if y.Fall.Through(qname) {
 			return plugin.NextOrFailure(y.Name(), y.Next, ctx, w, r)

@@ -67,7 +67,7 @@ func newTestPlugin(text string, tun tunnel, f fall.F) *YurtHosts {
 	y.Fall = f
 	y.Next = test.NextHandler(dns.RcodeRefused, nil) // marks "handed to the next plugin"
 	entries, _ := tunnelnodes.ParseHosts(text)
-	y.records.Store(newRecords(recordGroup{entries, tun}))
+	y.records.Store(newRecords([]*table{newTable(recordGroup{entries, tun})}))
 	return y
 }
 
@@ -300,7 +300,7 @@ func TestBuildRecordsDeduplicates(t *testing.T) {
 	entries, _ := tunnelnodes.ParseHosts("10.0.0.1 a a\n10.0.0.1 a\n10.0.0.2 a\n10.96.0.9 e\n10.96.0.8 e")
 	// Both tunnel addresses (old and current) collapse to the current one.
 	tun := tunnelAt("10.96.0.8")
-	r := newRecords(recordGroup{entries, tun})
+	r := newTable(recordGroup{entries, tun})
 	if got := fmt.Sprint(r.hosts["a."].v4); got != "[10.0.0.1 10.0.0.2]" {
 		t.Errorf("a. = %s", got)
 	}

@@ -1,77 +1,44 @@
 package yurthosts
 
 import (
-	"net"
-	"net/netip"
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
-	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 )
 
-// records is an immutable snapshot of everything yurthosts answers. It is
-// built off the query path and published with one atomic pointer swap.
+// records is an immutable snapshot of everything yurthosts answers: a table
+// per shard of the set served, or one of the single ConfigMap. It is built
+// off the query path and published with one atomic pointer swap. A change
+// of some shards publishes a copy with their tables replaced (with), so its
+// cost is that of the shards, not of the fleet.
 type records struct {
-	// hosts maps a lower-case FQDN to its addresses.
-	hosts map[string]addrs
-	// reverse maps a reverse name ("4.3.2.1.in-addr.arpa.") to FQDNs.
-	reverse map[string][]string
+	// tables[i] answers the names of shard i, those with
+	// tunnelnodes.ShardOf(name, len(tables)) == i: a name is looked up in
+	// its own shard only.
+	tables []*table
+	// reverse holds, by ShardOf(reverse name, len(tables)), the indexes of
+	// the tables that answer a reverse name, in order: several when nodes
+	// of different shards share an address.
+	reverse []map[string][]int32
+	// names is how many names the tables answer together.
+	names int
 }
 
-type addrs struct{ v4, v6 []net.IP }
+var emptyRecords = newRecords([]*table{newTable(recordGroup{})})
 
-var emptyRecords = &records{hosts: map[string]addrs{}, reverse: map[string][]string{}}
-
-// tunnel says which entries are tunnel entries and what they answer.
-type tunnel struct {
-	// v4 and v6 are the Service's current ClusterIPs; invalid when the
-	// Service is absent, headless, or lacks that family.
-	v4, v6 netip.Addr
-	// addrs are the addresses of tunnel entries: the ClusterIPs the records
-	// were rendered for (the ConfigMap's annotation) and the current ones.
-	// Both come from the objects as they are now, never from memory, so
-	// every replica computes the same answers.
-	addrs []netip.Addr
-}
-
-// newTunnel combines the annotated ClusterIPs with the current ones.
-func newTunnel(annotated, current []netip.Addr) tunnel {
-	t := tunnel{addrs: slices.Concat(annotated, current)}
-	for _, a := range current {
-		if a.Is4() && !t.v4.IsValid() {
-			t.v4 = a
-		} else if a.Is6() && !t.v6.IsValid() {
-			t.v6 = a
-		}
+// tableIndexes backs the index lists of one table, nearly every reverse
+// name's, without an allocation each: tableIndexes[i:i+1:i+1] is [i], and
+// its capacity makes an append copy.
+var tableIndexes = func() (ix [tunnelnodes.MaxShards]int32) {
+	for i := range ix {
+		ix[i] = int32(i)
 	}
-	return t
-}
-
-func (t tunnel) present() bool { return t.v4.IsValid() || t.v6.IsValid() }
-
-func (t tunnel) isTunnelIP(a netip.Addr) bool { return slices.Contains(t.addrs, a) }
-
-// recordGroup is the entries of one records object and the tunnel they are
-// remapped to: each object names the ClusterIPs it was rendered for.
-type recordGroup struct {
-	entries []tunnelnodes.HostEntry
-	tun     tunnel
-}
-
-// parseRecords reads the text under key of cm (nil: none) and the ClusterIPs
-// it was rendered for, combined with the Service's current ones. Lines and
-// names that cannot be used are returned in skipped.
-func parseRecords(cm *corev1.ConfigMap, key string, svc *corev1.Service) (recordGroup, []tunnelnodes.LineError) {
-	var text, annotated string
-	if cm != nil {
-		text = cm.Data[key]
-		annotated = cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation]
-	}
-	entries, skipped := tunnelnodes.ParseHosts(text)
-	return recordGroup{entries, newTunnel(tunnelnodes.ParseClusterIPs(annotated), tunnelnodes.ServiceClusterIPs(svc))}, skipped
-}
+	return ix
+}()
 
 // buildRecords computes the snapshot from the records ConfigMap (its text
 // under key and its TunnelClusterIPsAnnotation) and the tunnel Service, each
@@ -80,70 +47,96 @@ func parseRecords(cm *corev1.ConfigMap, key string, svc *corev1.Service) (record
 // cannot be used are returned in skipped.
 func buildRecords(cm *corev1.ConfigMap, key string, svc *corev1.Service) (*records, []tunnelnodes.LineError) {
 	group, skipped := parseRecords(cm, key, svc)
-	return newRecords(group), skipped
+	return newRecords([]*table{newTable(group)}), skipped
 }
 
-// newRecords computes the snapshot of the groups' entries. An entry whose
-// address is a tunnel ClusterIP of its group (annotated or current) answers
-// the Service's current ClusterIP of each family and is never answered in
-// reverse: that address is shared by every edge node. With the Service
-// absent, entries are served as written.
-// Addresses keep the order of the entries; repeats are dropped.
-func newRecords(groups ...recordGroup) *records {
-	n := 0
-	for _, g := range groups {
-		n += len(g.entries)
+// newRecords is the snapshot of tables, tables[i] answering shard i of a
+// set of len(tables), a power of two.
+func newRecords(tables []*table) *records {
+	r := &records{tables: tables, reverse: make([]map[string][]int32, len(tables))}
+	for b := range r.reverse {
+		r.reverse[b] = map[string][]int32{}
 	}
-	r := &records{
-		hosts:   make(map[string]addrs, n),
-		reverse: make(map[string][]string),
-	}
-	type pair struct {
-		fqdn string
-		addr netip.Addr
-	}
-	seen := make(map[pair]struct{}, n)
-	// One net.IP per distinct address: thousands of edge names share one.
-	ips := make(map[netip.Addr]net.IP)
-	// add reports whether the pair is new.
-	add := func(fqdn string, a netip.Addr) bool {
-		if _, dup := seen[pair{fqdn, a}]; dup {
-			return false
-		}
-		seen[pair{fqdn, a}] = struct{}{}
-		ip, ok := ips[a]
-		if !ok {
-			ip = net.IP(a.AsSlice())
-			ips[a] = ip
-		}
-		h := r.hosts[fqdn]
-		if a.Is4() {
-			h.v4 = append(h.v4, ip)
-		} else {
-			h.v6 = append(h.v6, ip)
-		}
-		r.hosts[fqdn] = h
-		return true
-	}
-	for _, g := range groups {
-		for _, e := range g.entries {
-			fqdn := e.Name + "."
-			switch {
-			case !g.tun.isTunnelIP(e.Addr):
-				if add(fqdn, e.Addr) {
-					rev, _ := dns.ReverseAddr(e.Addr.String())
-					r.reverse[rev] = append(r.reverse[rev], fqdn)
-				}
-			case g.tun.present():
-				for _, a := range []netip.Addr{g.tun.v4, g.tun.v6} {
-					if a.IsValid() {
-						add(fqdn, a)
-					}
-				}
-			default:
-				add(fqdn, e.Addr)
-			}
+	for i, t := range tables {
+		r.names += len(t.hosts)
+		for rev := range t.reverse {
+			in := r.reverse[r.shardOf(rev)]
+			in[rev] = indexList(in[rev], int32(i), true)
 		}
 	}
 	return r
+}
+
+// with is r with the tables of changed, by index, in place of its own: a
+// copy of the slices of pointers, and of the reverse index only the maps
+// holding the reverse names of the old and new tables.
+func (r *records) with(changed map[int]*table) *records {
+	if len(changed) == 0 {
+		return r
+	}
+	next := &records{tables: slices.Clone(r.tables), reverse: slices.Clone(r.reverse), names: r.names}
+	copied := make(map[int]bool)
+	for i, t := range changed {
+		old := next.tables[i]
+		next.tables[i] = t
+		next.names += len(t.hosts) - len(old.hosts)
+		for _, revs := range []map[string][]string{old.reverse, t.reverse} {
+			for rev := range revs {
+				b := next.shardOf(rev)
+				if !copied[b] {
+					next.reverse[b] = maps.Clone(next.reverse[b])
+					copied[b] = true
+				}
+				_, has := t.reverse[rev]
+				if in := indexList(next.reverse[b][rev], int32(i), has); len(in) > 0 {
+					next.reverse[b][rev] = in
+				} else {
+					delete(next.reverse[b], rev)
+				}
+			}
+		}
+	}
+	return next
+}
+
+// indexList is the ascending list in with i (has) or without it, in memory
+// of its own: in may be shared with a published snapshot.
+func indexList(in []int32, i int32, has bool) []int32 {
+	out := make([]int32, 0, len(in)+1)
+	for _, x := range in {
+		if x != i {
+			out = append(out, x)
+		}
+	}
+	if has {
+		at, _ := slices.BinarySearch(out, i)
+		out = slices.Insert(out, at, i)
+	}
+	if len(out) == 1 {
+		return tableIndexes[out[0] : out[0]+1 : out[0]+1]
+	}
+	return out
+}
+
+func (r *records) shardOf(name string) int { return tunnelnodes.ShardOf(name, len(r.tables)) }
+
+// host is the addresses of fqdn (lower case, with its trailing dot), and
+// whether the name exists.
+func (r *records) host(fqdn string) (addrs, bool) {
+	h, ok := r.tables[r.shardOf(strings.TrimSuffix(fqdn, "."))].hosts[fqdn]
+	return h, ok
+}
+
+// ptr is the names of the reverse name rev, in the order of the tables:
+// allocated only when several tables answer it.
+func (r *records) ptr(rev string) []string {
+	in := r.reverse[r.shardOf(rev)][rev]
+	if len(in) == 1 {
+		return r.tables[in[0]].reverse[rev]
+	}
+	var names []string
+	for _, i := range in {
+		names = append(names, r.tables[i].reverse[rev]...)
+	}
+	return names
 }

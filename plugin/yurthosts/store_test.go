@@ -43,7 +43,8 @@ func TestWatcherOnFakeClientset(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			got := fmt.Sprint(published.Load().hosts[name].v4)
+			h, _ := published.Load().host(name)
+			got := fmt.Sprint(h.v4)
 			if got == want {
 				return
 			}

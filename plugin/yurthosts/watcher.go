@@ -3,6 +3,7 @@ package yurthosts
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,21 +43,29 @@ type watcher struct {
 
 	// Owned by the rebuild loop: the last single records text seen, the
 	// last single ConfigMap whose text was within the size limit, the
-	// parsed shards by UID, the shard count served (0: the single
-	// ConfigMap), and the last trigger time observed.
+	// shard count served (0: the single ConfigMap), and the last trigger
+	// time observed.
 	text         string
 	accepted     *corev1.ConfigMap
-	parsed       map[types.UID]parsedShard
 	servedShards int
 	lastTrigger  time.Time
+	// Owned by the rebuild loop while shards are served (else nil): the
+	// served set's shards as last parsed, by index, and the records built
+	// of them for the Service's ClusterIPs clusterIPs.
+	parsed     []parsedShard
+	built      *records
+	clusterIPs []netip.Addr
 }
 
-// parsedShard is a shard's text parsed, kept while its resourceVersion
-// stays: a change re-parses one shard, not all of them.
+// parsedShard is a shard's text parsed, kept while the shard is the same
+// object at the same resourceVersion: a change re-parses one shard, not
+// all of them.
 type parsedShard struct {
+	uid             types.UID
 	resourceVersion string
 	entries         []tunnelnodes.HostEntry
 	annotated       []netip.Addr
+	trigger         time.Time
 }
 
 func newWatcher(src source, client kubernetes.Interface, publish func(*records)) *watcher {
@@ -179,26 +188,26 @@ func (w *watcher) rebuild() {
 	var recs *records
 	var trigger time.Time
 	if sharded {
-		recs = w.buildShards(set, svc)
-		trigger = set.LatestTrigger()
+		recs, trigger = w.buildShards(set, svc)
 	} else {
 		cm := w.configMaps.object()
 		if cm == nil && w.servedShards > 0 {
 			return // a shard is gone for a moment and there is no single ConfigMap: keep the shards served
 		}
+		w.parsed, w.built, w.clusterIPs = nil, nil, nil
 		recs = w.build(cm, svc)
 		trigger = tunnelnodes.TriggerTime(cm)
 	}
 	w.publish(recs)
 
 	now := time.Now()
-	entries.WithLabelValues(ref).Set(float64(len(recs.hosts)))
+	entries.WithLabelValues(ref).Set(float64(recs.names))
 	lastSyncTimestamp.WithLabelValues(ref).Set(float64(now.UnixNano()) / 1e9)
 	if set.Count != w.servedShards {
 		if sharded {
-			log.Infof("%s: serving %d names from its %d shards in namespace %s", ref, len(recs.hosts), set.Count, w.src.shardsNamespace)
+			log.Infof("%s: serving %d names from its %d shards in namespace %s", ref, recs.names, set.Count, w.src.shardsNamespace)
 		} else {
-			log.Infof("%s: no complete shard set in namespace %s; serving the ConfigMap's %d names", ref, w.src.shardsNamespace, len(recs.hosts))
+			log.Infof("%s: no complete shard set in namespace %s; serving the ConfigMap's %d names", ref, w.src.shardsNamespace, recs.names)
 		}
 		w.servedShards = set.Count
 		shardsServed.WithLabelValues(ref).Set(float64(set.Count))
@@ -206,7 +215,7 @@ func (w *watcher) rebuild() {
 	wasSynced := w.synced.Load()
 	if !wasSynced && listed {
 		w.synced.Store(true)
-		log.Infof("%s synced: %d names", ref, len(recs.hosts))
+		log.Infof("%s synced: %d names", ref, recs.names)
 	}
 	w.observeProgramming(trigger, now, wasSynced)
 }
@@ -248,35 +257,57 @@ func (w *watcher) build(cm *corev1.ConfigMap, svc *corev1.Service) *records {
 	case oversized:
 		parseErrors.WithLabelValues(ref).Inc()
 		log.Errorf("%s key %s is %d bytes, over the %d byte limit: ignored, keeping the previous %d names",
-			ref, w.src.configMapKey, len(text), tunnelnodes.MaxHostsBytes, len(recs.hosts))
+			ref, w.src.configMapKey, len(text), tunnelnodes.MaxHostsBytes, recs.names)
 	default:
 		w.reportSkipped(ref, skipped)
 	}
 	return recs
 }
 
-// buildShards computes the records from the union of set's shards,
-// re-parsing only the shards that changed since the last build. Each shard
-// is remapped by the ClusterIPs it names. Skipped lines are counted and
-// logged once per shard content.
-func (w *watcher) buildShards(set tunnelnodes.ShardSet, svc *corev1.Service) *records {
+// buildShards computes the records from the union of set's shards, and
+// the set's latest trigger time. A shard is re-parsed only when it changed
+// since the last build, and only its table is rebuilt when the set and the
+// Service's ClusterIPs are those of the last build: the records are then
+// the last ones with its table replaced. Each shard is remapped by the
+// ClusterIPs it names. Skipped lines are counted and logged once per shard
+// content.
+func (w *watcher) buildShards(set tunnelnodes.ShardSet, svc *corev1.Service) (*records, time.Time) {
 	current := tunnelnodes.ServiceClusterIPs(svc)
-	parsed := make(map[types.UID]parsedShard, len(set.Shards))
-	groups := make([]recordGroup, 0, len(set.Shards))
-	for _, cm := range set.Shards {
-		p, ok := w.parsed[cm.UID]
-		if !ok || p.resourceVersion != cm.ResourceVersion {
+	incremental := len(w.parsed) == set.Count && slices.Equal(current, w.clusterIPs)
+	if len(w.parsed) != set.Count {
+		w.parsed = make([]parsedShard, set.Count)
+	}
+	w.clusterIPs = current
+	fresh := make(map[int]*table)
+	var trigger time.Time
+	for i, cm := range set.Shards {
+		p := &w.parsed[i]
+		same := p.uid == cm.UID && p.resourceVersion == cm.ResourceVersion
+		if !same {
 			var skipped []tunnelnodes.LineError
-			p.resourceVersion = cm.ResourceVersion
-			p.entries, skipped = tunnelnodes.ParseHosts(cm.Data[w.src.configMapKey])
-			p.annotated = tunnelnodes.ParseClusterIPs(cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation])
+			*p = parsedShard{uid: cm.UID, resourceVersion: cm.ResourceVersion,
+				annotated: tunnelnodes.ParseClusterIPs(cm.Annotations[tunnelnodes.TunnelClusterIPsAnnotation]),
+				trigger:   tunnelnodes.TriggerTime(cm)}
+			p.entries, skipped = tunnelnodes.ParseShardHosts(cm.Data[w.src.configMapKey], i, set.Count)
 			w.reportSkipped(w.src.shardsNamespace+"/"+cm.Name, skipped)
 		}
-		parsed[cm.UID] = p
-		groups = append(groups, recordGroup{p.entries, newTunnel(p.annotated, current)})
+		if p.trigger.After(trigger) {
+			trigger = p.trigger
+		}
+		if !same || !incremental {
+			fresh[i] = newTable(recordGroup{p.entries, newTunnel(p.annotated, current)})
+		}
 	}
-	w.parsed = parsed
-	return newRecords(groups...)
+	if incremental {
+		w.built = w.built.with(fresh)
+		return w.built, trigger
+	}
+	tables := make([]*table, set.Count)
+	for i, t := range fresh {
+		tables[i] = t
+	}
+	w.built = newRecords(tables)
+	return w.built, trigger
 }
 
 // reportSkipped counts and logs the lines or names of object's text that

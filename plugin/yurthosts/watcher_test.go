@@ -22,8 +22,8 @@ func TestBuildBadInput(t *testing.T) {
 	errs := parseErrors.WithLabelValues("test/bad-input")
 
 	recs := w.build(recordsCM("10.0.0.1 good\nnot-an-ip x\n10.0.0.2 bad/name"), nil)
-	if len(recs.hosts) != 1 || testutil.ToFloat64(errs) != 2 {
-		t.Fatalf("names %v, parse errors %v", recs.hosts, testutil.ToFloat64(errs))
+	if recs.names != 1 || testutil.ToFloat64(errs) != 2 {
+		t.Fatalf("names %v, parse errors %v", recs.names, testutil.ToFloat64(errs))
 	}
 	// The same content again (a Service event, a resync) counts nothing more.
 	w.build(recordsCM("10.0.0.1 good\nnot-an-ip x\n10.0.0.2 bad/name"), nil)
@@ -33,8 +33,8 @@ func TestBuildBadInput(t *testing.T) {
 
 	huge := strings.Repeat("10.0.0.3 n\n", tunnelnodes.MaxHostsBytes/11+1)
 	recs = w.build(recordsCM(huge), nil)
-	if _, ok := recs.hosts["good."]; len(recs.hosts) != 1 || !ok {
-		t.Errorf("oversized value replaced the records: %d names", len(recs.hosts))
+	if _, ok := recs.host("good."); recs.names != 1 || !ok {
+		t.Errorf("oversized value replaced the records: %d names", recs.names)
 	}
 	if testutil.ToFloat64(errs) != 3 {
 		t.Errorf("oversized value not counted: %v", testutil.ToFloat64(errs))
@@ -42,12 +42,12 @@ func TestBuildBadInput(t *testing.T) {
 
 	// Binary garbage is skipped line by line, never a panic.
 	recs = w.build(recordsCM("\x00\xff\xfe 1.2.3.4\r\n1.2.3.4\x00 x\n10.0.0.4 ok"), nil)
-	if _, ok := recs.hosts["ok."]; len(recs.hosts) != 1 || !ok {
-		t.Errorf("names after garbage: %v", recs.hosts)
+	if _, ok := recs.host("ok."); recs.names != 1 || !ok {
+		t.Errorf("names after garbage: %v", recs.names)
 	}
 	// A missing ConfigMap means no records.
-	if recs = w.build(nil, nil); len(recs.hosts) != 0 {
-		t.Errorf("names without a ConfigMap: %v", recs.hosts)
+	if recs = w.build(nil, nil); recs.names != 0 {
+		t.Errorf("names without a ConfigMap: %v", recs.names)
 	}
 }
 
@@ -59,7 +59,10 @@ func TestBuildAnnotation(t *testing.T) {
 	w := newWatcher(source{configMapNamespace: "test", configMapName: "annotation", configMapKey: tunnelnodes.ConfigMapKey}, nil, nil)
 	errs := parseErrors.WithLabelValues("test/annotation")
 	svc := tunnelService("10.96.5.5")
-	edge := func(recs *records) string { return fmt.Sprint(recs.hosts["edge-1."].v4) }
+	edge := func(recs *records) string {
+		h, _ := recs.host("edge-1.")
+		return fmt.Sprint(h.v4)
+	}
 	const text = "10.96.0.9 edge-1\nnot-an-ip x"
 
 	if recs := w.build(annotatedCM(text, "10.96.0.9"), svc); edge(recs) != "[10.96.5.5]" || testutil.ToFloat64(errs) != 1 {
@@ -71,8 +74,8 @@ func TestBuildAnnotation(t *testing.T) {
 	}
 	w.build(annotatedCM(text, "10.96.0.9"), svc)
 	huge := strings.Repeat("10.96.0.7 n\n", tunnelnodes.MaxHostsBytes/12+1)
-	if recs := w.build(annotatedCM(huge, "10.96.0.7"), svc); edge(recs) != "[10.96.5.5]" || len(recs.hosts) != 1 {
-		t.Errorf("oversized text: edge-1 %s, %d names", edge(recs), len(recs.hosts))
+	if recs := w.build(annotatedCM(huge, "10.96.0.7"), svc); edge(recs) != "[10.96.5.5]" || recs.names != 1 {
+		t.Errorf("oversized text: edge-1 %s, %d names", edge(recs), recs.names)
 	}
 	// Records without the annotation (upstream's controllers) are served as
 	// written unless they hold the current ClusterIP.

@@ -87,7 +87,7 @@ func TestWatcherSyncsFromOfflineYurthub(t *testing.T) {
 	if n := watchLists.Load(); n != 0 {
 		t.Errorf("%d watch-list requests (sendInitialEvents=true), want LIST then WATCH only", n)
 	}
-	h := published.Load().hosts["edge-1."]
+	h, _ := published.Load().host("edge-1.")
 	if got := fmt.Sprint(h.v4, h.v6); got != "[10.96.0.9] [fd00:10:96::9]" {
 		t.Errorf("edge-1: %s, want the tunnel Service's two ClusterIPs", got)
 	}
