@@ -12,6 +12,7 @@ import (
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -223,12 +224,17 @@ func TestSyncShard(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newShardFixture(t)
-			before := f.stored(t)
+			before, writes := f.stored(t), shardWrites()
 			for _, req := range tc.change(t, f.r.nodes, f.r) {
 				f.reconcile(t, req)
 			}
 			if got, want := f.changedSince(t, before), tc.want(); !slices.Equal(got, want) {
 				t.Errorf("written %v, want %v", got, want)
+			}
+			// Each shard written once. A set that is resized is also written
+			// by the shard syncs before the one that resizes it: not counted.
+			if got, want := shardWrites()-writes, len(shardsIn(tc.want())); tc.count == 4 && got != want {
+				t.Errorf("%d shard writes, want %d", got, want)
 			}
 			if got := f.r.shards.count(); got != tc.count {
 				t.Errorf("a set of %d, want %d", got, tc.count)
@@ -253,6 +259,7 @@ func TestShardSyncsInParallel(t *testing.T) {
 		reqs = append(reqs, f.r.shardRequest(i, 4))
 	}
 	reqs = append(reqs, f.r.singleRequest(), syncRequest)
+	before, writes := f.stored(t), shardWrites()
 	for i := range 40 {
 		n := node(fmt.Sprintf("edge-%02d", i), i%3 == 0, internal(fmt.Sprintf("192.168.2.%d", i)))
 		must(t, f.r.nodes.Update(&n))
@@ -266,11 +273,22 @@ func TestShardSyncsInParallel(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if got, want := shardWrites()-writes, len(shardsIn(f.changedSince(t, before))); got != want {
+		t.Errorf("%d shard writes, %d shards changed", got, want)
+	}
 	after := f.stored(t)
 	f.reconcile(t, syncRequest)
 	if again := f.changedSince(t, after); len(again) != 0 {
 		t.Errorf("the full sync after them wrote %v", again)
 	}
+}
+
+// shardWrites is the sync's shard writes so far (writes_total{object="shard"}).
+func shardWrites() int { return int(testutil.ToFloat64(writesTotal.WithLabelValues("shard"))) }
+
+// shardsIn are the shards among ConfigMap names.
+func shardsIn(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == tunnelnodes.ConfigMapName })
 }
 
 // TestNodeChangedKeys: what a node's change enqueues.
