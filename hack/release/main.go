@@ -30,6 +30,7 @@ var kustomizations = []string{
 	deploy.TunnelNodesSync,
 	deploy.CoreDNSYurt,
 	deploy.NodeLocalDNS,
+	deploy.NodeLocalDNSLeftover,
 	deploy.TunnelNodesSyncRaven,
 	deploy.RavenProxyDNSRBAC,
 	deploy.Monitoring,
