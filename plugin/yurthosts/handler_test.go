@@ -61,13 +61,27 @@ func annotatedCM(text, ips string) *corev1.ConfigMap {
 	return cm
 }
 
+// newTestPlugin answers text's names from a set of 4 shards, each name in
+// its own, as the sync writes them: cloud-2 (shard 1) and cloud-2-alias
+// (shard 0) share an address.
 func newTestPlugin(text string, tun tunnel, f fall.F) *YurtHosts {
 	y := newYurtHosts()
 	y.Zones = []string{"."}
 	y.Fall = f
 	y.Next = test.NextHandler(dns.RcodeRefused, nil) // marks "handed to the next plugin"
 	entries, _ := tunnelnodes.ParseHosts(text)
-	y.records.Store(newRecords([]*table{newTable(recordGroup{entries, tun})}))
+	const count = 4
+	groups := make([]recordGroup, count)
+	for _, e := range entries {
+		i := tunnelnodes.ShardOf(e.Name, count)
+		groups[i].entries = append(groups[i].entries, e)
+	}
+	tables := make([]*table, count)
+	for i, g := range groups {
+		g.tun = tun
+		tables[i] = newTable(g)
+	}
+	y.records.Store(newRecords(tables))
 	return y
 }
 
