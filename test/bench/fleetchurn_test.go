@@ -228,7 +228,8 @@ func measureFleetChurn(b *testing.B, cp *harness.ControlPlane, c kubernetes.Inte
 	b.Helper()
 	run := fleetChurnRun{gomemlimit: deployedGOMEMLIMIT(b)}
 	b.Setenv("GOMEMLIMIT", run.gomemlimit)
-	sync := harness.StartSyncBinary(b, harness.Binary(b, "tunnel-nodes-sync"), 5*time.Minute, cp.Kubeconfig, "--leader-elect=false")
+	// -v=1: each write is logged, with the sync that made it.
+	sync := harness.StartSyncBinary(b, harness.Binary(b, "tunnel-nodes-sync"), 5*time.Minute, cp.Kubeconfig, "--leader-elect=false", "--v=1")
 	b.Setenv("GOMEMLIMIT", "off")
 	defer sync.Stop()
 	for harness.Metric(b, sync.MetricsURL, "tunnel_nodes_sync_last_success_timestamp_seconds") <= 0 {
@@ -265,6 +266,7 @@ func measureFleetChurn(b *testing.B, cp *harness.ControlPlane, c kubernetes.Inte
 	nodes := rng.Perm(n)[:churnChanges+churnBurst]
 	writes = shardWrites()
 	timeBefore, _ := syncTime()
+	logged := len(sync.Output())
 	for _, i := range nodes[:churnChanges] {
 		edge := isEdge(b, c, i)
 		time.Sleep(time.Duration(rng.Int64N(int64(100 * time.Millisecond))))
@@ -275,6 +277,20 @@ func measureFleetChurn(b *testing.B, cp *harness.ControlPlane, c kubernetes.Inte
 	slices.Sort(run.answer)
 	time.Sleep(time.Second) // a write after the answer would show
 	run.changeShardWrites = shardWrites() - writes
+	if run.changeShardWrites != churnChanges {
+		count := int(harness.Metric(b, sync.MetricsURL, "tunnel_nodes_sync_shards"))
+		var shards []int
+		for _, i := range nodes[:churnChanges] {
+			shards = append(shards, tunnelnodes.ShardOf(fleetNode(i), count))
+		}
+		var wrote []string
+		for line := range strings.Lines(sync.Output()[logged:]) {
+			if strings.Contains(line, `"Wrote`) || strings.Contains(line, "Reconciler error") {
+				wrote = append(wrote, line)
+			}
+		}
+		b.Logf("%v shard writes for %d changes, in shards %v; the sync wrote:\n%s", run.changeShardWrites, churnChanges, shards, strings.Join(wrote, ""))
+	}
 	timeAfter, _ := syncTime()
 	run.changeSync = (timeAfter - timeBefore) / churnChanges
 
