@@ -76,18 +76,24 @@ func (f *shardFixture) writeSet(t testing.TB, count int, text, annotated string)
 func (f *shardFixture) writeShard(t testing.TB, count, index int, text, annotated string) {
 	f.rv++
 	f.trigger = f.trigger.Add(time.Millisecond)
-	name := tunnelnodes.ShardName(f.w.src.configMapName, count, index)
-	cm := &corev1.ConfigMap{
+	if err := f.w.shards.Update(shardCM(f.w.src.configMapName, count, index, text, annotated, f.rv, f.trigger)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// shardCM is shard index of a set of count of records as the sync writes
+// it, holding text rendered for the ClusterIPs annotated, at
+// resourceVersion rv, triggered at trigger.
+func shardCM(records string, count, index int, text, annotated string, rv int, trigger time.Time) *corev1.ConfigMap {
+	name := tunnelnodes.ShardName(records, count, index)
+	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testShardsNamespace, Name: name, UID: types.UID(name),
-			ResourceVersion: strconv.Itoa(f.rv),
-			Labels:          map[string]string{tunnelnodes.RecordsOfLabel: f.w.src.configMapName},
+			ResourceVersion: strconv.Itoa(rv),
+			Labels:          map[string]string{tunnelnodes.RecordsOfLabel: records},
 			Annotations: map[string]string{tunnelnodes.ShardAnnotation: tunnelnodes.FormatShard(index, count),
 				tunnelnodes.TunnelClusterIPsAnnotation:      annotated,
-				tunnelnodes.LastChangeTriggerTimeAnnotation: f.trigger.Format(time.RFC3339Nano)}},
+				tunnelnodes.LastChangeTriggerTimeAnnotation: trigger.Format(time.RFC3339Nano)}},
 		Data: map[string]string{tunnelnodes.ConfigMapKey: text},
-	}
-	if err := f.w.shards.Update(cm); err != nil {
-		t.Fatal(err)
 	}
 }
 
