@@ -214,11 +214,23 @@ func argEntry(name, value string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.MappingNode, Tag: yaml.NodeTagMap, Content: []*yaml.Node{str("name"), str(name), str("value"), str(value)}}
 }
 
-// dropEmpty removes an extraArgs left empty: kubeadm omits it.
+// dropEmpty removes an extraArgs left empty: kubeadm omits it. A component
+// left empty is written {}, as kubeadm writes it, with the key's line
+// comment after it: the encoder would put a comment on the key before the
+// {}, on a line of its own, which does not parse.
 func dropEmpty(n *yaml.RNode, component string, args *yaml.RNode, err error) error {
 	if err != nil || len(args.YNode().Content) > 0 {
 		return err
 	}
-	_, err = n.Pipe(yaml.Lookup(component), yaml.Clear("extraArgs"))
-	return err
+	if _, err = n.Pipe(yaml.Lookup(component), yaml.Clear("extraArgs")); err != nil {
+		return err
+	}
+	if f := n.Field(component); f != nil && len(f.Value.YNode().Content) == 0 {
+		key, value := f.Key.YNode(), f.Value.YNode()
+		value.Style = yaml.FlowStyle
+		if key.LineComment != "" && value.LineComment == "" {
+			value.LineComment, key.LineComment = key.LineComment, ""
+		}
+	}
+	return nil
 }
