@@ -133,28 +133,30 @@ deps:
 
 ## test: vet; then side by side the unit and integration tests with -race (every fuzz test's seed
 ## and regression corpus in testdata/fuzz runs as a test) with test/promrelabel's (its own module:
-## Prometheus's relabel code), and the end-to-end tests under test/ without it (they drive the
-## real binaries, which -race would not instrument); then, alone on the machine's cores, the tests on the
-## real two-node kubeadm cluster (test/cluster, test/realcluster; root); then each fuzz target
-## fuzzes for TEST_FUZZTIME.
+## Prometheus's relabel code), followed by each fuzz target for TEST_FUZZTIME on one worker, and
+## the end-to-end tests under test/ without -race (they drive the real binaries, which -race would
+## not instrument); then, alone on the machine's cores, the tests on the real two-node kubeadm
+## cluster (test/cluster, test/realcluster; root).
 CLUSTER_PKGS := ./test/cluster ./test/realcluster
 test: prereqs
-	@date -u +'[make test] %T vet, then test-unit beside test-e2e'
+	@date -u +'[make test] %T vet, then test-unit and fuzzing beside test-e2e'
 	$(GO) vet ./...
-	$(MAKE) -j2 test-unit test-e2e
+	$(MAKE) -j2 test-unit-fuzz test-e2e
 	@date -u +'[make test] %T the real-cluster tests'
 	$(GO) test -count=1 -p 1 -timeout 50m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|--- |\s+\S+\.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; \
 		status=$${PIPESTATUS[0]}; [ $$status = 0 ] || awk -f hack/failures.awk $(BIN)/cluster-test.txt; exit $$status
-	@date -u +'[make test] %T fuzzing'
-	hack/fuzz.sh $(TEST_FUZZTIME)
 	@date -u +'[make test] %T done'
 
-# test-unit and test-e2e run side by side in make test: the e2e tests mostly
-# wait on the processes they drive while the -race builds fill the cores.
-.PHONY: test-unit test-e2e
+# test-unit (then the fuzzing) and test-e2e run side by side in make test:
+# the e2e tests mostly wait on the processes they drive while the -race
+# builds and the fuzz workers fill the cores.
+.PHONY: test-unit test-unit-fuzz test-e2e
 test-unit:
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /test/)
 	cd test/promrelabel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+test-unit-fuzz: test-unit
+	@date -u +'[make test] %T fuzzing'
+	FUZZ_WORKERS=1 hack/fuzz.sh $(TEST_FUZZTIME)
 test-e2e:
 	$(GO) test -count=1 -timeout 30m $$($(GO) list ./test/... | grep -v -e /test/cluster -e /test/realcluster)
 

@@ -8,6 +8,9 @@
 # out, nothing was found). Such a run is retried, up to three attempts; any
 # other failure fails at once.
 #
+# FUZZ_WORKERS caps the fuzz workers (make test: 1, beside the end-to-end
+# tests); unset, one per core.
+#
 # Minimizing a new interesting input may take the engine up to 60 s by
 # default, with no executions meanwhile; 3 s keeps short runs fuzzing (a
 # crasher is still minimized before it is written).
@@ -20,7 +23,7 @@ for file in $(grep -rl --include='*_test.go' '^func Fuzz' --exclude-dir=hack --e
 	for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
 		for attempt in 1 2 3; do
 			echo "fuzz $dir $target for $fuzztime (attempt $attempt)"
-			out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 3s "./$dir" 2>&1)
+			out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 3s ${FUZZ_WORKERS:+-parallel "$FUZZ_WORKERS"} "./$dir" 2>&1)
 			rc=$?
 			if [ $rc -eq 0 ]; then
 				grep -E '^(ok|fuzz: elapsed)' <<<"$out" | tail -2
