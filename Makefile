@@ -143,7 +143,7 @@ test: prereqs
 	$(GO) vet ./...
 	$(MAKE) -j2 test-unit-fuzz test-e2e
 	@date -u +'[make test] %T the real-cluster tests'
-	$(GO) test -count=1 -p 1 -timeout 50m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|--- |\s+\S+\.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; \
+	$(GO) test -count=1 -p 1 -timeout 50m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|\s*--- FAIL|--- |\s+\S+\.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; \
 		status=$${PIPESTATUS[0]}; [ $$status = 0 ] || awk -f hack/failures.awk $(BIN)/cluster-test.txt; exit $$status
 	@date -u +'[make test] %T done'
 
@@ -169,7 +169,7 @@ fuzz:
 SOAK_COUNT ?= 3
 soak: deps test-tools
 	mkdir -p $(BIN)
-	set -o pipefail; $(GO) test -count=$(SOAK_COUNT) -timeout 120m -v -run 'TestFault|TestInstallInterrupted|TestBadInput|TestLeastPrivilege' ./test/e2e/ | tee $(BIN)/soak.txt | grep -E '^(=== RUN|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS)'
+	set -o pipefail; $(GO) test -count=$(SOAK_COUNT) -timeout 120m -v -run 'TestFault|TestInstallInterrupted|TestBadInput|TestLeastPrivilege' ./test/e2e/ | tee $(BIN)/soak.txt | grep -E '^(=== RUN|\s*--- FAIL|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS)'
 
 ## bench: dnsperf (yurthosts vs hosts vs whoami), propagation, scale and sync benchmarks on the
 ## real binaries and apiserver, the fleet benchmarks (5,000 and 100,000 nodes); writes
