@@ -375,19 +375,20 @@ func checkLogsAndExec(t *testing.T) {
 	}
 }
 
-// throughTunnel runs kubectl, asking again for up to a minute while the
-// tunnel itself fails (yurt-tunnel-server restarts whenever kube-apiserver
-// did, and its proxier socket breaks a connection made before): what DNS
-// decides, a node name that does not resolve, fails at once.
+// throughTunnel runs kubectl, asking again for up to three minutes while
+// the tunnel itself fails (yurt-tunnel-server restarts whenever
+// kube-apiserver did, its proxier socket breaks a connection made before,
+// and yurt-tunnel-agent reconnects on its own back-off): what DNS decides,
+// a node name that does not resolve, fails at once.
 func throughTunnel(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	started := time.Now()
 	var failed error
 	for tries := 1; ; tries++ {
 		out, err := kc.Kubectl(context.Background(), args...)
-		if err == nil || strings.Contains(err.Error(), "no such host") || time.Now().After(deadline) {
+		if err == nil || strings.Contains(err.Error(), "no such host") || time.Since(started) > 3*time.Minute {
 			if failed != nil {
-				t.Logf("kubectl %s: %d tries; the tunnel failed before: %v", args[2], tries, failed)
+				t.Logf("kubectl %s: %d tries in %s; the tunnel failed before: %v", args[2], tries, time.Since(started).Round(time.Second), failed)
 			}
 			return out, err
 		}
