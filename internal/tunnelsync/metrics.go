@@ -40,4 +40,14 @@ var (
 func init() {
 	metrics.Registry.MustRegister(recordsGauge, writesTotal, conflictsTotal, errorsTotal,
 		badPortEntriesTotal, syncDuration, singleConfigMapFits, shardsGauge, lastSuccessTimestamp, kubeDNSTopologyRestoresTotal)
+	// Each label value is served from the start, at 0: increase() and
+	// rate() then count a process's first write or error too, and a series
+	// missing means a sync that does not run, not one that never wrote.
+	for _, object := range []string{"configmap", "shard", "service"} {
+		writesTotal.WithLabelValues(object)
+		conflictsTotal.WithLabelValues(object)
+	}
+	for _, reason := range []string{"too_large", "no_tunnel_ip", "no_shards_namespace", "api"} {
+		errorsTotal.WithLabelValues(reason)
+	}
 }
