@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -67,17 +68,30 @@ func DigErr(server, name, qtype string, extra ...string) (DigResult, error) {
 // DigWith is DigErr with dig run by run, e.g. inside a node's network
 // namespace; run gets dig's arguments.
 func DigWith(run func(args ...string) ([]byte, error), server, name, qtype string, extra ...string) (DigResult, error) {
-	host, port, ok := strings.Cut(server, ":")
-	if !ok {
-		port = "53"
+	ap, err := digServer(server)
+	if err != nil {
+		return DigResult{}, err
 	}
-	args := append([]string{"@" + host, "-p", port, "+time=2", "+tries=1", "+noall", "+comments", "+answer"}, extra...)
+	args := append([]string{"@" + ap.Addr().String(), "-p", strconv.Itoa(int(ap.Port())), "+time=2", "+tries=1", "+noall", "+comments", "+answer"}, extra...)
 	args = append(args, name, qtype)
 	out, err := run(args...)
 	if err != nil {
 		return DigResult{Raw: string(out)}, fmt.Errorf("dig %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return parseDig(string(out))
+}
+
+// digServer parses server as "IP:port" ("[IPv6]:port" for IPv6) or a bare
+// IP on port 53; splitting on the first ':' would cut an IPv6 address.
+func digServer(server string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(server); err == nil {
+		return ap, nil
+	}
+	ip, err := netip.ParseAddr(server)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("dig server %q: want IP, IP:port or [IPv6]:port", server)
+	}
+	return netip.AddrPortFrom(ip, 53), nil
 }
 
 func parseDig(out string) (DigResult, error) {

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,6 +73,37 @@ worker-1.		5	IN	A	10.96.0.8
 	}
 	if _, err := parseDig("connection timed out; no servers could be reached"); err == nil {
 		t.Error("want an error for output without a header")
+	}
+}
+
+// TestDigWithServer: the server's address and port reach dig as "@IP -p
+// PORT" for both families, a bare address meaning port 53.
+func TestDigWithServer(t *testing.T) {
+	for _, c := range []struct {
+		server, want string // want: dig's first three arguments; "" = an error
+	}{
+		{"10.96.0.10", "@10.96.0.10 -p 53"},
+		{"10.96.0.10:5353", "@10.96.0.10 -p 5353"},
+		{"2001:db8::a", "@2001:db8::a -p 53"},
+		{"[2001:db8::a]:53", "@2001:db8::a -p 53"},
+		{"[::1]:5353", "@::1 -p 5353"},
+		{"2001:db8::a:53", "@2001:db8::a:53 -p 53"}, // unbracketed: all of it is the address
+		{"[2001:db8::a]", ""},
+		{"10.96.0.10:", ""},
+		{"kube-dns:53", ""},
+		{"", ""},
+	} {
+		var got string
+		_, err := DigWith(func(args ...string) ([]byte, error) {
+			got = strings.Join(args[:3], " ")
+			return []byte(";; ->>HEADER<<- opcode: QUERY, status: NOERROR, id: 1\n"), nil
+		}, c.server, "worker-1", "AAAA")
+		switch {
+		case c.want == "" && err == nil:
+			t.Errorf("%q: dig ran with %q, want an error", c.server, got)
+		case c.want != "" && (err != nil || got != c.want):
+			t.Errorf("%q: dig args %q, err %v; want %q", c.server, got, err, c.want)
+		}
 	}
 }
 
