@@ -1,14 +1,18 @@
 package nodelocal
 
 import (
+	"math"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // inNewNetns runs f on a locked thread in a network namespace of its own
@@ -124,6 +128,105 @@ func TestAddressAndNotrack(t *testing.T) {
 				t.Errorf("RemoveNotrack #%d: removed %v, %v; want %v", i+1, removed, err, want)
 			}
 			if removed, err := RemoveAddress("lo", Address); err != nil || removed != want {
+				t.Errorf("RemoveAddress #%d: removed %v, %v; want %v", i+1, removed, err, want)
+			}
+		}
+	})
+}
+
+// TestAddress6: an IPv6 address goes on lo without DAD and deprecated
+// (valid forever, preferred 0), so the node picks another source towards a
+// Service CIDR; a second EnsureAddress leaves it alone (no delete and
+// re-add, which would blink it under a running cache).
+func TestAddress6(t *testing.T) {
+	addr := netip.MustParseAddr("fd84:5bd1:ae3::10")
+	inNewNetns(t, func() {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetUp(lo); err != nil {
+			t.Fatal(err)
+		}
+		// The node's own global address, and a Service CIDR routed
+		// through a link that has no address in it.
+		node := &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("2001:db8:100::11"), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}
+		if err := netlink.AddrAdd(lo, node); err != nil {
+			t.Fatal(err)
+		}
+		_, svc, _ := net.ParseCIDR("2001:db8:96::/112")
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: svc}); err != nil {
+			t.Fatal(err)
+		}
+
+		updates := make(chan netlink.AddrUpdate, 16)
+		done := make(chan struct{})
+		defer close(done)
+		if err := netlink.AddrSubscribe(updates, done); err != nil {
+			t.Fatal(err)
+		}
+		if added, err := EnsureAddress("lo", addr); err != nil || !added {
+			t.Fatalf("EnsureAddress #1: added %v, %v; want added", added, err)
+		}
+		if added, err := EnsureAddress("lo", addr); err != nil || added {
+			t.Fatalf("EnsureAddress #2: added %v, %v; want not added", added, err)
+		}
+		// A marker after the second call: every update the calls caused
+		// arrives before the marker's. The kernel may report the address
+		// as new twice (seen here: on the add, and later from its DAD
+		// work, nodad or not); a delete is what a running cache notices.
+		marker := &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("2001:db8:100::12"), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}
+		if err := netlink.AddrAdd(lo, marker); err != nil {
+			t.Fatal(err)
+		}
+		timeout := time.After(5 * time.Second)
+		for waiting := true; waiting; {
+			select {
+			case u := <-updates:
+				switch {
+				case u.LinkAddress.IP.Equal(marker.IP):
+					waiting = false
+				case u.LinkAddress.IP.Equal(net.IP(addr.AsSlice())) && !u.NewAddr:
+					t.Errorf("%s was deleted from lo", addr)
+				}
+			case <-timeout:
+				t.Fatal("no netlink update for the marker address within 5s")
+			}
+		}
+
+		addrs, err := netlink.AddrList(lo, netlink.FAMILY_V6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, a := range addrs {
+			if !a.IP.Equal(net.IP(addr.AsSlice())) {
+				continue
+			}
+			found++
+			if a.Flags&unix.IFA_F_NODAD == 0 || a.Flags&unix.IFA_F_DEPRECATED == 0 || a.Flags&unix.IFA_F_PERMANENT == 0 {
+				t.Errorf("%s has flags %#x, want nodad, deprecated and permanent", a.IPNet, a.Flags)
+			}
+			// uint32: a 32-bit int reads "forever" as -1.
+			if a.PreferedLft != 0 || uint32(a.ValidLft) != math.MaxUint32 {
+				t.Errorf("%s: preferred %d s, valid %d s; want 0 and forever", a.IPNet, a.PreferedLft, uint32(a.ValidLft))
+			}
+		}
+		if found != 1 {
+			t.Errorf("%s on lo %d times, want once", addr, found)
+		}
+		routes, err := netlink.RouteGet(net.ParseIP("2001:db8:96::1"))
+		if err != nil || len(routes) == 0 {
+			t.Fatalf("route to 2001:db8:96::1: %v %v", routes, err)
+		}
+		for _, r := range routes {
+			if r.Src == nil || r.Src.Equal(net.IP(addr.AsSlice())) {
+				t.Errorf("the node picks %v as the source towards 2001:db8:96::1, want one of its own addresses", r.Src)
+			}
+		}
+
+		for i, want := range []bool{true, false} {
+			if removed, err := RemoveAddress("lo", addr); err != nil || removed != want {
 				t.Errorf("RemoveAddress #%d: removed %v, %v; want %v", i+1, removed, err, want)
 			}
 		}
