@@ -25,12 +25,17 @@ func TestNamed(t *testing.T) {
 	Register(Layout{Name: Raven})
 }
 
-// Where each shipped layout's rules send an edge and a cloud node, and
-// whether the records then carry the tunnel's ClusterIPs.
+// Where each shipped layout's rules send an edge and a cloud node (both
+// dual-stack), and whether the records then carry the tunnel's ClusterIPs:
+// yurt-tunnel's give a cloud node an address of each family, Raven's keep
+// upstream's one.
 func TestRules(t *testing.T) {
 	tunnel := netip.MustParseAddr("10.96.0.9")
-	edge := &tunnelnodes.Node{Name: "edge-1", Edge: true, Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.2"}}}
-	cloud := &tunnelnodes.Node{Name: "cloud-1", Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.1"}}}
+	dual := func(v4, v6 string) []corev1.NodeAddress {
+		return []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: v4}, {Type: corev1.NodeInternalIP, Address: v6}}
+	}
+	edge := &tunnelnodes.Node{Name: "edge-1", Edge: true, Addresses: dual("192.0.2.2", "2001:db8::2")}
+	cloud := &tunnelnodes.Node{Name: "cloud-1", Addresses: dual("192.0.2.1", "2001:db8::1")}
 	proxyOn := map[string]string{tunnelnodes.RavenEnableProxyKey: "true"}
 	for _, tc := range []struct {
 		layout          string
@@ -39,8 +44,8 @@ func TestRules(t *testing.T) {
 		edge, cloud     string
 		toTunnel, needs bool
 	}{
-		{YurtTunnel, nil, tunnel, "10.96.0.9", "192.0.2.1", true, true},
-		{YurtTunnel, nil, netip.Addr{}, "", "192.0.2.1", false, true},
+		{YurtTunnel, nil, tunnel, "10.96.0.9", "192.0.2.1 2001:db8::1", true, true},
+		{YurtTunnel, nil, netip.Addr{}, "invalid IP", "192.0.2.1 2001:db8::1", false, true},
 		{Raven, proxyOn, tunnel, "10.96.0.9", "10.96.0.9", true, false},
 		{Raven, nil, tunnel, "192.0.2.2", "192.0.2.1", false, false},
 		{Raven, proxyOn, netip.Addr{}, "192.0.2.2", "192.0.2.1", false, false},
@@ -51,10 +56,12 @@ func TestRules(t *testing.T) {
 		}
 		rules, toTunnel := l.Rules(tc.config, tc.tunnelIP)
 		got := func(n *tunnelnodes.Node) string {
-			if addr, _, _ := rules(n); addr.IsValid() {
-				return addr.String()
+			addrs, _, _ := rules(nil, n)
+			s := make([]string, len(addrs))
+			for i, a := range addrs {
+				s[i] = a.String()
 			}
-			return ""
+			return strings.Join(s, " ")
 		}
 		if got(edge) != tc.edge || got(cloud) != tc.cloud || toTunnel != tc.toTunnel || l.NeedsTunnel != tc.needs {
 			t.Errorf("%s %v %v: edge %q cloud %q toTunnel %v needs %v, want %q %q %v %v", tc.layout, tc.config, tc.tunnelIP,

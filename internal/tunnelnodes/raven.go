@@ -56,10 +56,15 @@ func RavenNodeAddress(n *Node) (addr netip.Addr, reason string) {
 // every node maps to RavenNodeAddress.
 func RavenRules(proxyEnabled bool, proxyIP netip.Addr) Rules {
 	if proxyEnabled && proxyIP.IsValid() {
-		return func(*Node) (netip.Addr, bool, string) { return proxyIP, true, "" }
+		return func(addrs []netip.Addr, _ *Node) ([]netip.Addr, bool, string) {
+			return append(addrs, proxyIP), true, ""
+		}
 	}
-	return func(n *Node) (netip.Addr, bool, string) {
+	return func(addrs []netip.Addr, n *Node) ([]netip.Addr, bool, string) {
 		addr, reason := RavenNodeAddress(n)
-		return addr, false, reason
+		if reason != "" {
+			return addrs, false, reason
+		}
+		return append(addrs, addr), false, ""
 	}
 }

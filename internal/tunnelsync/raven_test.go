@@ -35,11 +35,13 @@ func TestRavenRecordsGolden(t *testing.T) {
 		node("cloud-mapped", false, internal("::ffff:192.168.0.30")),                  // net.IP prints it as IPv4
 		node("cloud-v6", false, internal("FD00::0:12")),                               // printed canonically
 		node("cloud-none", false, addr(corev1.NodeHostName, "cloud-none")),
+		node("cloud-dual", false, internal("192.168.0.40"), internal("fd00::40")), // one address, unlike yurt-tunnel's rules
 	}
 	offText := "10.0.0.1\tedge-1\n" +
 		"192.168.0.10\tmaster-1\n" +
 		"192.168.0.12\tcloud-both\n" +
 		"192.168.0.30\tcloud-mapped\n" +
+		"192.168.0.40\tcloud-dual\n" +
 		"203.0.113.11\tcloud-badint\n" +
 		"203.0.113.7\tcloud-ext\n" +
 		"203.0.113.9\tcloud-2ext\n" +
@@ -47,6 +49,7 @@ func TestRavenRecordsGolden(t *testing.T) {
 	onText := "10.96.100.7\tcloud-2ext\n" +
 		"10.96.100.7\tcloud-badint\n" +
 		"10.96.100.7\tcloud-both\n" +
+		"10.96.100.7\tcloud-dual\n" +
 		"10.96.100.7\tcloud-ext\n" +
 		"10.96.100.7\tcloud-mapped\n" +
 		"10.96.100.7\tcloud-none\n" +
@@ -61,12 +64,12 @@ func TestRavenRecordsGolden(t *testing.T) {
 		want    string
 		counts  recordCounts
 	}{
-		{"proxy on", map[string]string{tunnelnodes.RavenEnableProxyKey: "true"}, proxyIP, onText, recordCounts{Edge: 9}},
-		{"proxy on, any case", map[string]string{tunnelnodes.RavenEnableProxyKey: "TRUE"}, proxyIP, onText, recordCounts{Edge: 9}},
-		{"proxy off", map[string]string{tunnelnodes.RavenEnableProxyKey: "false"}, proxyIP, offText, recordCounts{Cloud: 8, Skipped: 1}},
-		{"proxy key missing", map[string]string{"enable-l3-tunnel": "true"}, proxyIP, offText, recordCounts{Cloud: 8, Skipped: 1}},
-		{"no raven-cfg", nil, proxyIP, offText, recordCounts{Cloud: 8, Skipped: 1}},
-		{"proxy on, no ClusterIP", map[string]string{tunnelnodes.RavenEnableProxyKey: "true"}, netip.Addr{}, offText, recordCounts{Cloud: 8, Skipped: 1}},
+		{"proxy on", map[string]string{tunnelnodes.RavenEnableProxyKey: "true"}, proxyIP, onText, recordCounts{Edge: 10}},
+		{"proxy on, any case", map[string]string{tunnelnodes.RavenEnableProxyKey: "TRUE"}, proxyIP, onText, recordCounts{Edge: 10}},
+		{"proxy off", map[string]string{tunnelnodes.RavenEnableProxyKey: "false"}, proxyIP, offText, recordCounts{Cloud: 9, Skipped: 1}},
+		{"proxy key missing", map[string]string{"enable-l3-tunnel": "true"}, proxyIP, offText, recordCounts{Cloud: 9, Skipped: 1}},
+		{"no raven-cfg", nil, proxyIP, offText, recordCounts{Cloud: 9, Skipped: 1}},
+		{"proxy on, no ClusterIP", map[string]string{tunnelnodes.RavenEnableProxyKey: "true"}, netip.Addr{}, offText, recordCounts{Cloud: 9, Skipped: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rules := tunnelnodes.RavenRules(tunnelnodes.RavenProxyEnabled(tc.cfg), tc.proxyIP)

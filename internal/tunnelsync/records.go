@@ -3,6 +3,7 @@ package tunnelsync
 import (
 	"context"
 	"iter"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -22,25 +23,31 @@ type skippedNode struct {
 }
 
 // desiredRecords computes the records of nodes (room made for n) by the
-// profile's rules, one entry per node. A node without an address, or whose name or address
-// would break the hosts format, is skipped. Edge counts the nodes mapped to
-// the tunnel.
+// profile's rules, one entry per address of a node (a dual-stack cloud node
+// has two). A node without an address, or whose name would break the hosts
+// format, is skipped. The counts are of nodes: Edge counts the nodes mapped
+// to the tunnel.
 func desiredRecords(nodes iter.Seq[*tunnelnodes.Node], n int, rules tunnelnodes.Rules) ([]tunnelnodes.HostEntry, recordCounts, []skippedNode) {
 	var counts recordCounts
 	var skipped []skippedNode
 	entries := make([]tunnelnodes.HostEntry, 0, n)
+	var addrs []netip.Addr
 	for n := range nodes {
 		name, err := tunnelnodes.NormalizeName(n.Name)
 		if err != nil || name != n.Name {
 			skipped = append(skipped, skippedNode{n.Name, "name is not a lower-case DNS name"})
 			continue
 		}
-		addr, isEdge, reason := rules(n)
+		var isEdge bool
+		var reason string
+		addrs, isEdge, reason = rules(addrs[:0], n)
 		if reason != "" {
 			skipped = append(skipped, skippedNode{n.Name, reason})
 			continue
 		}
-		entries = append(entries, tunnelnodes.HostEntry{Addr: addr, Name: name})
+		for _, a := range addrs {
+			entries = append(entries, tunnelnodes.HostEntry{Addr: a, Name: name})
+		}
 		if isEdge {
 			counts.Edge++
 		} else {

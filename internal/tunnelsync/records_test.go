@@ -58,7 +58,9 @@ func storeOf(t testing.TB, nodes []corev1.Node) *nodeStore {
 }
 
 // TestDesiredRecordsGolden pins the exact ConfigMap text for a mixed cluster:
-// the bytes yurt-tunnel-server's DNS controller writes for the same nodes.
+// the bytes yurt-tunnel-server's DNS controller writes for the same nodes,
+// except that a cloud node with addresses of both families gets a line for
+// each (upstream: its first InternalIP only).
 func TestDesiredRecordsGolden(t *testing.T) {
 	nodes := []corev1.Node{
 		node("master-1", false, corev1.NodeAddress{Type: corev1.NodeHostName, Address: "master-1"}, internal("192.168.0.10"), internal("192.168.0.11")),
@@ -71,6 +73,11 @@ func TestDesiredRecordsGolden(t *testing.T) {
 		node("cloud-v6", false, internal("fd00::12")),
 		node("cloud-none", false),
 		node("cloud-bad", false, internal("not-an-ip")),
+		// Dual-stack: the first InternalIP of each family, in any order;
+		// else the ExternalIP of the family; a bad address passed over.
+		node("cloud-dual", false, internal("fd00::20"), internal("192.168.0.20"), internal("192.168.0.21"), internal("fd00::21")),
+		node("cloud-dual-ext", false, external("2001:db8::22"), internal("192.168.0.22"), external("203.0.113.22")),
+		node("cloud-bad-first", false, internal("not-an-ip"), internal("192.168.0.23")),
 		node("edge-false", false, internal("192.168.0.13")),
 	}
 	nodes[len(nodes)-1].Labels[tunnelnodes.EdgeNodeLabel] = "false"
@@ -83,12 +90,17 @@ func TestDesiredRecordsGolden(t *testing.T) {
 		"192.168.0.10\tmaster-1\n" +
 		"192.168.0.12\tcloud-both\n" +
 		"192.168.0.13\tedge-false\n" +
+		"192.168.0.20\tcloud-dual\n" +
+		"192.168.0.22\tcloud-dual-ext\n" +
+		"192.168.0.23\tcloud-bad-first\n" +
+		"2001:db8::22\tcloud-dual-ext\n" +
 		"203.0.113.7\tcloud-ext\n" +
-		"fd00::12\tcloud-v6"
+		"fd00::12\tcloud-v6\n" +
+		"fd00::20\tcloud-dual"
 	if text != golden {
 		t.Errorf("records text:\n%q\nwant:\n%q", text, golden)
 	}
-	if want := (recordCounts{Edge: 4, Cloud: 5, Skipped: 2}); counts != want {
+	if want := (recordCounts{Edge: 4, Cloud: 8, Skipped: 2}); counts != want { // nodes, not lines
 		t.Errorf("counts = %+v, want %+v", counts, want)
 	}
 	if len(skipped) != 2 || skipped[0].Name != "cloud-bad" || skipped[1].Name != "cloud-none" { // by name

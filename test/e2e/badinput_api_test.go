@@ -113,7 +113,7 @@ type badAPIFixture struct {
 	// nodeRecords is what the sync writes for the nodes of
 	// TestBadInputAPINodeWith50Addresses; syncer is the sync it starts,
 	// which runs on through TestBadInputAPIHeadlessTunnelService.
-	nodeRecords map[string]string
+	nodeRecords map[string][]string
 	syncer      *harness.Sync
 }
 
@@ -124,7 +124,7 @@ var badAPI = &shared[*badAPIFixture]{build: func(tb harness.TB) *badAPIFixture {
 	cp.ApplyConfigMap(tb, recordsConfigMap(valid...))
 	srv := harness.StartCoreDNS(tb, cp.Kubeconfig, onlyYurthosts)
 	expectAnswer(tb, badPatience, srv.DNSAddr, "worker-1", "A", "10.96.0.9")
-	return &badAPIFixture{tb: tb, cp: cp, srv: srv, valid: valid, nodeRecords: map[string]string{}}
+	return &badAPIFixture{tb: tb, cp: cp, srv: srv, valid: valid, nodeRecords: map[string][]string{}}
 }}
 
 // alive fails t unless coredns-yurt runs and answers master-1.
@@ -326,9 +326,10 @@ func TestBadInputAPINodeWith50Addresses(t *testing.T) {
 	f := badAPI.get(t)
 	cp, srv, nodeRecords := f.cp, f.srv, f.nodeRecords
 	// Nodes with 50 addresses of every kind. The sync writes each node's
-	// defined record (tunnelnodes.NodeAddress: an edge node the tunnel
-	// ClusterIP; else the first InternalIP in status order, whichever
-	// family; else the first ExternalIP) and coredns-yurt answers it.
+	// defined records (tunnelnodes.NodeAddresses: an edge node the tunnel
+	// ClusterIP; else, per family, the first InternalIP of that family in
+	// status order, else the first ExternalIP of that family) and
+	// coredns-yurt answers them.
 	v4 := corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "192.168.50.1"}
 	v6 := corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "fd00:50::1"}
 	ext := corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "198.51.100.50"}
@@ -339,7 +340,7 @@ func TestBadInputAPINodeWith50Addresses(t *testing.T) {
 	}{
 		// The first InternalIP sits after 25 ExternalIPs, hostnames and DNS names.
 		{"cloud-50", false, fiftyAddresses("cloud-50", 25, v4, true)},
-		// The first InternalIP is IPv6: that is the record.
+		// The first InternalIP is IPv6: the first IPv4 one follows it.
 		{"cloud-50-v6", false, fiftyAddresses("cloud-50-v6", 3, v6, true)},
 		// No InternalIP at all: the first ExternalIP.
 		{"cloud-50-ext", false, fiftyAddresses("cloud-50-ext", 0, ext, false)},
@@ -352,22 +353,31 @@ func TestBadInputAPINodeWith50Addresses(t *testing.T) {
 		}
 		badNode(t, cp, n.name, n.edge, n.addrs)
 	}
-	// The defined record of each node, from the addresses as the
+	// The defined records of each node, from the addresses as the
 	// contract words it (not with the product's code).
 	for _, n := range nodes[:3] {
-		for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
-			if i := slices.IndexFunc(n.addrs, func(a corev1.NodeAddress) bool { return a.Type == typ }); i >= 0 && nodeRecords[n.name] == "" {
-				nodeRecords[n.name] = n.addrs[i].Address
+		for _, v6 := range []bool{false, true} {
+			for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+				i := slices.IndexFunc(n.addrs, func(a corev1.NodeAddress) bool {
+					return a.Type == typ && strings.Contains(a.Address, ":") == v6
+				})
+				if i >= 0 {
+					nodeRecords[n.name] = append(nodeRecords[n.name], n.addrs[i].Address)
+					break
+				}
 			}
 		}
 	}
-	nodeRecords["edge-50"] = "10.96.0.9"
-	if nodeRecords["cloud-50"] != "192.168.50.1" || nodeRecords["cloud-50-v6"] != "fd00:50::1" || nodeRecords["cloud-50-ext"] != "198.51.100.50" {
+	nodeRecords["edge-50"] = []string{"10.96.0.9"}
+	if fmt.Sprint(nodeRecords["cloud-50"]) != "[192.168.50.1 fd00:77::1d]" || fmt.Sprint(nodeRecords["cloud-50-v6"]) != "[192.168.77.11 fd00:50::1]" ||
+		fmt.Sprint(nodeRecords["cloud-50-ext"]) != "[198.51.100.50 2001:db8::2]" {
 		t.Fatalf("fixture: %v", nodeRecords)
 	}
 	var lines []string
-	for name, ip := range nodeRecords {
-		lines = append(lines, ip+"\t"+name)
+	for name, ips := range nodeRecords {
+		for _, ip := range ips {
+			lines = append(lines, ip+"\t"+name)
+		}
 	}
 	slices.Sort(lines)
 
@@ -430,15 +440,16 @@ func TestBadInputAPIHeadlessTunnelService(t *testing.T) {
 
 // expectNodeRecords checks dig answers each name its one address (and
 // NODATA for the other family).
-func expectNodeRecords(t *testing.T, srv *harness.CoreDNS, want map[string]string) {
+func expectNodeRecords(t *testing.T, srv *harness.CoreDNS, want map[string][]string) {
 	t.Helper()
-	for name, ip := range want {
-		qtype, other := "A", "AAAA"
-		if netip.MustParseAddr(ip).Is6() {
-			qtype, other = "AAAA", "A"
+	for name, ips := range want {
+		for _, qtype := range []string{"A", "AAAA"} {
+			of := slices.DeleteFunc(slices.Clone(ips), func(ip string) bool { return netip.MustParseAddr(ip).Is6() != (qtype == "AAAA") })
+			if len(of) == 0 {
+				of = []string{"NODATA"}
+			}
+			expectAnswer(t, badPatience, srv.DNSAddr, name, qtype, of...)
 		}
-		expectAnswer(t, badPatience, srv.DNSAddr, name, qtype, ip)
-		expectAnswer(t, badPatience, srv.DNSAddr, name, other, "NODATA")
 	}
 }
 

@@ -72,9 +72,12 @@ func verifyNodeNames(ctx context.Context, c client.Reader, l layout.Layout, edge
 	if err := c.List(ctx, nodes); err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}
+	var want []netip.Addr
 	for i := range nodes.Items {
 		n := tunnelnodes.NodeOf(&nodes.Items[i], edge)
-		want, tunneled, reason := rules(&n)
+		var tunneled bool
+		var reason string
+		want, tunneled, reason = rules(want[:0], &n)
 		kind := "cloud"
 		switch {
 		case tunneled && l.ProxiesCloudNodes:
@@ -82,21 +85,34 @@ func verifyNodeNames(ctx context.Context, c client.Reader, l layout.Layout, edge
 		case tunneled:
 			kind = "edge"
 		}
-		if reason != "" || !want.IsValid() {
+		if reason != "" || !want[0].IsValid() {
 			fmt.Fprintf(out, "%-30s %-5s SKIPPED (%s)\n", n.Name, kind, strings.TrimSpace(reason+" no tunnel ClusterIP"))
 			continue
 		}
-		got, err := lookup(ctx, n.Name, want.Is6())
+		slices.SortFunc(want, netip.Addr.Compare)
+		var got []netip.Addr
+		var err error
+		// The families the node has (a dual-stack cloud node: both).
+		for _, v6 := range []bool{false, true} {
+			if !slices.ContainsFunc(want, func(a netip.Addr) bool { return a.Is6() == v6 }) {
+				continue
+			}
+			var addrs []netip.Addr
+			if addrs, err = lookup(ctx, n.Name, v6); err != nil {
+				break
+			}
+			got = append(got, addrs...)
+		}
 		verdict := "OK"
 		switch {
 		case err != nil:
 			verdict = "FAIL (" + err.Error() + ")"
 			mismatches++
-		case len(got) != 1 || got[0] != want:
+		case !slices.Equal(got, want):
 			verdict = "MISMATCH"
 			mismatches++
 		}
-		fmt.Fprintf(out, "%-30s %-5s %-18s expected %-18s %s\n", n.Name, kind, joinAddrs(got), want, verdict)
+		fmt.Fprintf(out, "%-30s %-5s %-18s expected %-18s %s\n", n.Name, kind, joinAddrs(got), joinAddrs(want), verdict)
 	}
 	return mismatches, nil
 }
