@@ -21,14 +21,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// VerifyDNS resolves every node name at server ("10.96.0.10:53") with a
-// real DNS query and prints, per node, the answer and the address it should
-// be (tunnel ClusterIP for edge nodes, InternalIP for cloud nodes): the
-// check an operator makes with dig from the apiserver host. It returns the
-// number of nodes whose answer is wrong.
+// VerifyDNS resolves every node name at server ("10.96.0.10:53",
+// "[2001:db8::a]:53") with real A and AAAA queries and prints, per node, the
+// answers and the addresses they should be (the tunnel Service's ClusterIP
+// of each family for edge nodes, a cloud node's own address of each
+// family): the check an operator makes with dig from the apiserver host. A
+// family the name has no address of must answer NODATA, never NXDOMAIN. It
+// returns the number of nodes whose answer is wrong.
 func VerifyDNS(ctx context.Context, c client.Reader, l layout.Layout, server string, edge labels.Selector, out io.Writer) (mismatches int, err error) {
-	if _, err := netip.ParseAddrPort(server); err != nil {
-		return 0, fmt.Errorf("--verify-dns %q: want IP:PORT, e.g. 10.96.0.10:53", server)
+	if server, err = dnsServer(server); err != nil {
+		return 0, err
 	}
 	dc := &dns.Client{Timeout: 2 * time.Second}
 	return verifyNodeNames(ctx, c, l, edge, out, func(_ context.Context, name string, v6 bool) ([]netip.Addr, error) {
@@ -37,12 +39,15 @@ func VerifyDNS(ctx context.Context, c client.Reader, l layout.Layout, server str
 			qtype = dns.TypeAAAA
 		}
 		return resolve(dc, server, name, qtype)
-	})
+	}, true)
 }
 
 // VerifyDNSWithResolver is VerifyDNS through r: with net.DefaultResolver,
 // the resolv.conf of where it runs (search domains, ndots and all), which
-// is the view of a process there, e.g. kube-apiserver's on its node.
+// is the view of a process there, e.g. kube-apiserver's on its node. It
+// asks only the families the name has: Go's resolver reads NODATA as not
+// found, like NXDOMAIN, and an empty answer with neither the aa nor the ra
+// flag (a cache's copy) as a lame referral.
 func VerifyDNSWithResolver(ctx context.Context, c client.Reader, l layout.Layout, r *net.Resolver, edge labels.Selector, out io.Writer) (mismatches int, err error) {
 	return verifyNodeNames(ctx, c, l, edge, out, func(ctx context.Context, name string, v6 bool) ([]netip.Addr, error) {
 		network := "ip4"
@@ -55,16 +60,30 @@ func VerifyDNSWithResolver(ctx context.Context, c client.Reader, l layout.Layout
 		}
 		slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
 		return addrs, err
-	})
+	}, false)
 }
 
-// lookupFunc resolves name to its IPv4 (v6: IPv6) addresses.
+// dnsServer is the --verify-dns flag as the DNS client dials it: IP:PORT,
+// an IPv6 address in brackets (as net.SplitHostPort splits it), never a
+// host name.
+func dnsServer(flag string) (string, error) {
+	ap, err := netip.ParseAddrPort(flag)
+	if err != nil {
+		return "", fmt.Errorf("--verify-dns %q: want IP:PORT, e.g. 10.96.0.10:53 or [fd00:10:96::a]:53", flag)
+	}
+	return ap.String(), nil
+}
+
+// lookupFunc resolves name to its IPv4 (v6: IPv6) addresses: none and no
+// error when the name has none of that family (NODATA).
 type lookupFunc func(ctx context.Context, name string, v6 bool) ([]netip.Addr, error)
 
 // verifyNodeNames resolves every node name with lookup and prints, per
-// node, the answer and the address the layout's rules say it should be.
-func verifyNodeNames(ctx context.Context, c client.Reader, l layout.Layout, edge labels.Selector, out io.Writer, lookup lookupFunc) (mismatches int, err error) {
-	rules, err := rulesNow(ctx, c, l)
+// node, the answers and the addresses the layout's rules say they should
+// be. With askLacking it also asks the family a name has no address of,
+// which must answer NODATA (lookup: no address, no error).
+func verifyNodeNames(ctx context.Context, c client.Reader, l layout.Layout, edge labels.Selector, out io.Writer, lookup lookupFunc, askLacking bool) (mismatches int, err error) {
+	rules, tunnelIPs, err := rulesNow(ctx, c, l)
 	if err != nil {
 		return 0, err
 	}
@@ -72,12 +91,12 @@ func verifyNodeNames(ctx context.Context, c client.Reader, l layout.Layout, edge
 	if err := c.List(ctx, nodes); err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}
-	var want []netip.Addr
+	var addrs []netip.Addr
 	for i := range nodes.Items {
 		n := tunnelnodes.NodeOf(&nodes.Items[i], edge)
 		var tunneled bool
 		var reason string
-		want, tunneled, reason = rules(want[:0], &n)
+		addrs, tunneled, reason = rules(addrs[:0], &n)
 		kind := "cloud"
 		switch {
 		case tunneled && l.ProxiesCloudNodes:
@@ -85,28 +104,30 @@ func verifyNodeNames(ctx context.Context, c client.Reader, l layout.Layout, edge
 		case tunneled:
 			kind = "edge"
 		}
-		if reason != "" || !want[0].IsValid() {
+		if reason != "" || !addrs[0].IsValid() {
 			fmt.Fprintf(out, "%-30s %-5s SKIPPED (%s)\n", n.Name, kind, strings.TrimSpace(reason+" no tunnel ClusterIP"))
 			continue
 		}
-		slices.SortFunc(want, netip.Addr.Compare)
+		want := addrs
+		if tunneled { // yurthosts answers the Service's ClusterIP of each family
+			want = tunnelIPs
+		}
+		want = slices.SortedFunc(slices.Values(want), netip.Addr.Compare)
 		var got []netip.Addr
-		var err error
-		// The families the node has (a dual-stack cloud node: both).
-		for _, v6 := range []bool{false, true} {
-			if !slices.ContainsFunc(want, func(a netip.Addr) bool { return a.Is6() == v6 }) {
+		verdict := "OK"
+		for _, qtype := range []string{"A", "AAAA"} {
+			v6 := qtype == "AAAA"
+			if !askLacking && !slices.ContainsFunc(want, func(a netip.Addr) bool { return a.Is6() == v6 }) {
 				continue
 			}
-			var addrs []netip.Addr
-			if addrs, err = lookup(ctx, n.Name, v6); err != nil {
-				break
+			family, err := lookup(ctx, n.Name, v6)
+			got = append(got, family...)
+			if err != nil && verdict == "OK" {
+				verdict = "FAIL (" + qtype + ": " + err.Error() + ")"
 			}
-			got = append(got, addrs...)
 		}
-		verdict := "OK"
 		switch {
-		case err != nil:
-			verdict = "FAIL (" + err.Error() + ")"
+		case verdict != "OK":
 			mismatches++
 		case !slices.Equal(got, want):
 			verdict = "MISMATCH"
@@ -158,12 +179,13 @@ func joinAddrs(addrs []netip.Addr) string {
 	return strings.Join(s, ",")
 }
 
-// rulesNow are the layout's rules for the cluster as it is now.
-func rulesNow(ctx context.Context, c client.Reader, l layout.Layout) (tunnelnodes.Rules, error) {
+// rulesNow are the layout's rules for the cluster as it is now, and the
+// tunnel Service's ClusterIPs (one per family).
+func rulesNow(ctx context.Context, c client.Reader, l layout.Layout) (tunnelnodes.Rules, []netip.Addr, error) {
 	svc := &corev1.Service{}
 	if err := c.Get(ctx, kube.Key(l.Service), svc); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return nil, err
+			return nil, nil, err
 		}
 		svc = nil
 	}
@@ -171,10 +193,10 @@ func rulesNow(ctx context.Context, c client.Reader, l layout.Layout) (tunnelnode
 	if l.Config != "" {
 		cm := &corev1.ConfigMap{}
 		if err := c.Get(ctx, kube.Key(l.Config), cm); client.IgnoreNotFound(err) != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		config = cm.Data
 	}
 	rules, _ := l.Rules(config, tunnelnodes.TunnelClusterIP(svc))
-	return rules, nil
+	return rules, tunnelnodes.ServiceClusterIPs(svc), nil
 }

@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,55 +20,75 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
-// The check a Job runs, through Go's own resolver (the one the Job uses,
-// here pointed at a test DNS server): right, wrong and missing answers.
-func TestVerifyDNSWithResolver(t *testing.T) {
-	records := map[string]string{"worker-1.": "10.96.0.9", "master-1.": "192.168.0.99"}
+// serveDNS answers on 127.0.0.1 from records: per name, "A 10.96.0.9",
+// "AAAA fd00::9" or "AAAA NXDOMAIN"; another type or a name's missing type
+// NODATA; a name not there NXDOMAIN. It returns the server's address.
+func serveDNS(t *testing.T, records map[string][]string) string {
+	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
 		m := new(dns.Msg).SetReply(q)
-		ip, ok := records[q.Question[0].Name]
-		switch {
-		case !ok:
+		m.Authoritative = true // as yurthosts answers
+		name, qtype := q.Question[0].Name, dns.TypeToString[q.Question[0].Qtype]
+		rrs, ok := records[name]
+		if !ok || slices.Contains(rrs, qtype+" NXDOMAIN") {
 			m.Rcode = dns.RcodeNameError
-		case q.Question[0].Qtype == dns.TypeA:
-			rr, _ := dns.NewRR(q.Question[0].Name + " 5 IN A " + ip)
-			m.Answer = append(m.Answer, rr)
+		}
+		for _, rr := range rrs {
+			if typ, data, _ := strings.Cut(rr, " "); typ == qtype && m.Rcode == dns.RcodeSuccess {
+				a, _ := dns.NewRR(name + " 5 IN " + typ + " " + data)
+				m.Answer = append(m.Answer, a)
+			}
 		}
 		_ = w.WriteMsg(m)
 	})}
 	go func() { _ = srv.ActivateAndServe() }()
 	t.Cleanup(func() { _ = srv.Shutdown() })
-	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "udp", pc.LocalAddr().String())
-	}}
+	return pc.LocalAddr().String()
+}
 
-	node := func(name, ip string, edge bool) *corev1.Node {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
-			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
-		if edge {
-			n.Labels["openyurt.io/is-edge-worker"] = "true"
-		}
-		return n
+// testNode is a Node with these InternalIPs, an edge node if edge.
+func testNode(name string, edge bool, ips ...string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	for _, ip := range ips {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
 	}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: tunnelnodes.ServiceName},
-		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.9", ClusterIPs: []string{"10.96.0.9"}}}
-	c := fake.NewClientBuilder().WithObjects(svc, node("master-1", "192.168.0.10", false), node("worker-1", "192.168.0.21", true),
-		node("worker-2", "192.168.0.22", true)).Build()
+	if edge {
+		n.Labels["openyurt.io/is-edge-worker"] = "true"
+	}
+	return n
+}
+
+func tunnelService(ips ...string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: tunnelnodes.ServiceName},
+		Spec: corev1.ServiceSpec{ClusterIP: ips[0], ClusterIPs: ips}}
+}
+
+var edgeSelector = labels.SelectorFromSet(labels.Set{"openyurt.io/is-edge-worker": "true"})
+
+// The check a Job runs, through Go's own resolver (the one the Job uses,
+// here pointed at a test DNS server): right, wrong and missing answers.
+func TestVerifyDNSWithResolver(t *testing.T) {
+	server := serveDNS(t, map[string][]string{"worker-1.": {"A 10.96.0.9"}, "master-1.": {"A 192.168.0.99"}})
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "udp", server)
+	}}
+	c := fake.NewClientBuilder().WithObjects(tunnelService("10.96.0.9"), testNode("master-1", false, "192.168.0.10"),
+		testNode("worker-1", true, "192.168.0.21"), testNode("worker-2", true, "192.168.0.22")).Build()
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	n, err := VerifyDNSWithResolver(ctx, c, yurtTunnel(t), r, labels.SelectorFromSet(labels.Set{"openyurt.io/is-edge-worker": "true"}), &out)
+	n, err := VerifyDNSWithResolver(ctx, c, yurtTunnel(t), r, edgeSelector, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
 		"worker-1                       edge  10.96.0.9          expected 10.96.0.9          OK",
 		"master-1                       cloud 192.168.0.99       expected 192.168.0.10       MISMATCH",
-		"worker-2                       edge  -                  expected 10.96.0.9          FAIL (lookup worker-2",
+		"worker-2                       edge  -                  expected 10.96.0.9          FAIL (A: lookup worker-2",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
@@ -75,6 +96,61 @@ func TestVerifyDNSWithResolver(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("%d wrong, want 2:\n%s", n, out.String())
+	}
+}
+
+// status --verify-dns asks A and AAAA for every name: a dual-stack cloud
+// node's own address of each family, an edge node's the tunnel Service's
+// ClusterIP of each family; a family the name lacks must be NODATA, and
+// NXDOMAIN there fails (a resolver would give up on the name).
+func TestVerifyDNSBothFamilies(t *testing.T) {
+	server := serveDNS(t, map[string][]string{
+		"master-1.":  {"A 192.168.0.10", "AAAA 2001:db8::10"},
+		"cloud-v4.":  {"A 192.168.0.11"},
+		"cloud-nx.":  {"A 192.168.0.12", "AAAA NXDOMAIN"},
+		"cloud-one.": {"A 192.168.0.13"},
+		"worker-1.":  {"A 10.96.0.9", "AAAA fd00:10:96::9"},
+		"worker-2.":  {"A 10.96.0.9"},
+	})
+	c := fake.NewClientBuilder().WithObjects(tunnelService("10.96.0.9", "fd00:10:96::9"),
+		testNode("master-1", false, "2001:db8::10", "192.168.0.10"), testNode("cloud-v4", false, "192.168.0.11"),
+		testNode("cloud-nx", false, "192.168.0.12"), testNode("cloud-one", false, "192.168.0.13", "2001:db8::13"),
+		testNode("worker-1", true, "192.168.0.21"), testNode("worker-2", true, "192.168.0.22")).Build()
+	var out strings.Builder
+	n, err := VerifyDNS(context.Background(), c, yurtTunnel(t), server, edgeSelector, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"master-1                       cloud 192.168.0.10,2001:db8::10 expected 192.168.0.10,2001:db8::10 OK",
+		"cloud-v4                       cloud 192.168.0.11       expected 192.168.0.11       OK",
+		"cloud-nx                       cloud 192.168.0.12       expected 192.168.0.12       FAIL (AAAA: NXDOMAIN)",
+		"cloud-one                      cloud 192.168.0.13       expected 192.168.0.13,2001:db8::13 MISMATCH",
+		"worker-1                       edge  10.96.0.9,fd00:10:96::9 expected 10.96.0.9,fd00:10:96::9 OK",
+		"worker-2                       edge  10.96.0.9          expected 10.96.0.9,fd00:10:96::9 MISMATCH",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d wrong, want 3:\n%s", n, out.String())
+	}
+}
+
+func TestDNSServer(t *testing.T) {
+	for flag, want := range map[string]string{
+		"10.96.0.10:53":      "10.96.0.10:53",
+		"[2001:db8::a]:53":   "[2001:db8::a]:53",
+		"[2001:DB8:0::a]:53": "[2001:db8::a]:53",
+		"2001:db8::a:53":     "", // brackets are required
+		"10.96.0.10":         "",
+		"kube-dns:53":        "",
+	} {
+		got, err := dnsServer(flag)
+		if got != want || (err == nil) != (want != "") {
+			t.Errorf("%q: %q %v, want %q", flag, got, err, want)
+		}
 	}
 }
 
