@@ -163,12 +163,14 @@ func tunnelService(ctx context.Context, c *cluster) (Result, error) {
 		}
 		config = cm.Data
 	}
+	// Each family's: yurthosts answers a tunneled name with all of them.
+	ips := tunnelnodes.FormatClusterIPs(tunnelnodes.ServiceClusterIPs(svc))
 	if _, toTunnel := l.Rules(config, ip); !toTunnel {
-		r.Outcome, r.Found = Warn, fmt.Sprintf("Service kube-system/%s (%s), but ConfigMap kube-system/%s maps no node name to it: every node name resolves to the node's own address", l.Service, svc.Spec.ClusterIP, l.Config)
+		r.Outcome, r.Found = Warn, fmt.Sprintf("Service kube-system/%s (%s), but ConfigMap kube-system/%s maps no node name to it: every node name resolves to the node's own address", l.Service, ips, l.Config)
 		r.Action = fmt.Sprintf("to reach the edge kubelets through the proxy, set %s: \"true\" in ConfigMap kube-system/%s", tunnelnodes.RavenEnableProxyKey, l.Config)
 		return r, nil
 	}
-	r.Outcome, r.Found = Pass, fmt.Sprintf("Service kube-system/%s, ClusterIP %s", l.Service, svc.Spec.ClusterIP)
+	r.Outcome, r.Found = Pass, fmt.Sprintf("Service kube-system/%s, ClusterIP %s", l.Service, ips)
 	return r, nil
 }
 

@@ -54,8 +54,13 @@ func versionLabel(v string) func(*appsv1.Deployment) {
 	return func(d *appsv1.Deployment) { d.Labels = map[string]string{"app.kubernetes.io/version": v} }
 }
 
-func service(name, clusterIP string) *corev1.Service {
-	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tunnelnodes.Namespace}, Spec: corev1.ServiceSpec{ClusterIP: clusterIP}}
+// service has the ClusterIP of each family after the primary one.
+func service(name, clusterIP string, others ...string) *corev1.Service {
+	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tunnelnodes.Namespace}, Spec: corev1.ServiceSpec{ClusterIP: clusterIP}}
+	if len(others) > 0 {
+		s.Spec.ClusterIPs = append([]string{clusterIP}, others...)
+	}
+	return s
 }
 
 func configMap(name string, data map[string]string) *corev1.ConfigMap {
@@ -153,6 +158,9 @@ func TestChecks(t *testing.T) {
 		{name: "no tunnel Service", check: "tunnel-service", want: Fail, objs: replace(yurtTunnelCluster(), service(tunnelnodes.ServiceName, ""), true),
 			found: []string{"no Service kube-system/x-tunnel-server-internal-svc with a ClusterIP"}, action: "set up yurt-tunnel first"},
 		{name: "a headless tunnel Service", check: "tunnel-service", want: Fail, objs: replace(yurtTunnelCluster(), service(tunnelnodes.ServiceName, "None"), false)},
+		{name: "a dual-stack tunnel Service", check: "tunnel-service", want: Pass,
+			objs:  replace(yurtTunnelCluster(), service(tunnelnodes.ServiceName, "10.96.0.9", "fd00:10:96::9"), false),
+			found: []string{"Service kube-system/x-tunnel-server-internal-svc, ClusterIP 10.96.0.9,fd00:10:96::9"}},
 		{name: "the tunnel server on RollingUpdate", check: "tunnel-server-strategy", want: Fail,
 			objs: replace(yurtTunnelCluster(), deployment("yurt-tunnel-server", func(d *appsv1.Deployment) {
 				d.Spec.Strategy.Type = appsv1.RollingUpdateDeploymentStrategyType
