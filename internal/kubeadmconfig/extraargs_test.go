@@ -119,7 +119,9 @@ func TestUnsetLeavesAChangedArg(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	for _, in := range []string{"", "kind: InitConfiguration\n", "- a\n", "kind: ClusterConfiguration\napiServer: 3\n",
-		"kind: ClusterConfiguration\napiServer:\n  extraArgs: x\n", strings.Repeat("a", maxConfig+1)} {
+		"kind: ClusterConfiguration\napiServer:\n  extraArgs: x\n", strings.Repeat("a", maxConfig+1),
+		// kubeadm's strict decoder refuses a key named twice: set would edit one, a reader take the other.
+		"kind: ClusterConfiguration\napiServer:\n extraArgs:\n extraArgs: 0\n"} {
 		if _, err := SetExtraArgs(in, installArgs); err == nil {
 			t.Errorf("SetExtraArgs(%.40q): no error", in)
 		}

@@ -23,5 +23,30 @@ func ParseKind(text, kind, what string, max int) (*kyaml.RNode, error) {
 	if got := n.GetKind(); got != kind {
 		return nil, fmt.Errorf("kind %q: not a %s", got, kind)
 	}
+	if err := uniqueKeys(n.YNode()); err != nil {
+		return nil, fmt.Errorf("the %s: %w", what, err)
+	}
 	return n, nil
+}
+
+// uniqueKeys refuses a mapping that names a key twice, as the strict
+// decoders of kubeadm and the kubelet do: an edit would change one of the
+// two and a reader could take the other.
+func uniqueKeys(n *kyaml.Node) error {
+	if n.Kind == kyaml.MappingNode {
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if seen[k.Value] {
+				return fmt.Errorf("line %d: key %q repeated", k.Line, k.Value)
+			}
+			seen[k.Value] = true
+		}
+	}
+	for _, c := range n.Content {
+		if err := uniqueKeys(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
