@@ -97,7 +97,7 @@ func shardsStatus(ctx context.Context, env *engine.Env) (string, error) {
 		for _, cm := range served.Shards {
 			if text := cm.Data[tunnelnodes.ConfigMapKey]; text != "" {
 				size += len(text) + 1
-				names += strings.Count(text, "\n") + 1
+				names += distinctNames(text) // a shard holds all of a name's lines
 			}
 		}
 		fits := "fit in"
@@ -112,4 +112,18 @@ func shardsStatus(ctx context.Context, env *engine.Env) (string, error) {
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "; "), nil
+}
+
+// distinctNames counts the names of a hosts text: a dual-stack cloud node
+// has a line per family.
+func distinctNames(text string) int {
+	names := map[string]struct{}{}
+	for line := range strings.Lines(text) {
+		if f := strings.Fields(line); len(f) > 1 {
+			for _, name := range f[1:] {
+				names[name] = struct{}{}
+			}
+		}
+	}
+	return len(names)
 }

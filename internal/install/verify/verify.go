@@ -33,34 +33,44 @@ func VerifyDNS(ctx context.Context, c client.Reader, l layout.Layout, server str
 		return 0, err
 	}
 	dc := &dns.Client{Timeout: 2 * time.Second}
-	return verifyNodeNames(ctx, c, l, edge, out, func(_ context.Context, name string, v6 bool) ([]netip.Addr, error) {
-		qtype := dns.TypeA
-		if v6 {
-			qtype = dns.TypeAAAA
+	return verifyNodeNames(ctx, c, l, edge, out, func(_ context.Context, name string, want []netip.Addr) ([]netip.Addr, string) {
+		var got []netip.Addr
+		for _, qtype := range []uint16{dns.TypeA, dns.TypeAAAA} {
+			family, err := resolve(dc, server, name, qtype)
+			if err != nil {
+				return got, "FAIL (" + dns.TypeToString[qtype] + ": " + err.Error() + ")"
+			}
+			got = append(got, family...)
 		}
-		return resolve(dc, server, name, qtype)
-	}, true)
+		if !slices.Equal(got, want) {
+			return got, "MISMATCH"
+		}
+		return got, "OK"
+	})
 }
 
 // VerifyDNSWithResolver is VerifyDNS through r: with net.DefaultResolver,
-// the resolv.conf of where it runs (search domains, ndots and all), which
-// is the view of a process there, e.g. kube-apiserver's on its node. It
-// asks only the families the name has: Go's resolver reads NODATA as not
-// found, like NXDOMAIN, and an empty answer with neither the aa nor the ra
-// flag (a cache's copy) as a lame referral.
+// the resolv.conf and hosts file of where it runs (search domains, ndots and
+// all), which is the view of a process there, e.g. kube-apiserver's on its
+// node. It looks a name up as Go's dialer does, both families at once: a
+// name is right when it resolves and every address is one of those it
+// should be, since a dialer may take any of them. A hosts file that names
+// the node with one family only (a node's own name) is then right too.
 func VerifyDNSWithResolver(ctx context.Context, c client.Reader, l layout.Layout, r *net.Resolver, edge labels.Selector, out io.Writer) (mismatches int, err error) {
-	return verifyNodeNames(ctx, c, l, edge, out, func(ctx context.Context, name string, v6 bool) ([]netip.Addr, error) {
-		network := "ip4"
-		if v6 {
-			network = "ip6"
+	return verifyNodeNames(ctx, c, l, edge, out, func(ctx context.Context, name string, want []netip.Addr) ([]netip.Addr, string) {
+		got, err := r.LookupNetIP(ctx, "ip", name)
+		for i := range got {
+			got[i] = got[i].Unmap()
 		}
-		addrs, err := r.LookupNetIP(ctx, network, name)
-		for i := range addrs {
-			addrs[i] = addrs[i].Unmap()
+		slices.SortFunc(got, netip.Addr.Compare)
+		switch {
+		case err != nil:
+			return got, "FAIL (" + err.Error() + ")"
+		case slices.ContainsFunc(got, func(a netip.Addr) bool { return !slices.Contains(want, a) }):
+			return got, "MISMATCH"
 		}
-		slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
-		return addrs, err
-	}, false)
+		return got, "OK"
+	})
 }
 
 // dnsServer is the --verify-dns flag as the DNS client dials it: IP:PORT,
@@ -74,15 +84,13 @@ func dnsServer(flag string) (string, error) {
 	return ap.String(), nil
 }
 
-// lookupFunc resolves name to its IPv4 (v6: IPv6) addresses: none and no
-// error when the name has none of that family (NODATA).
-type lookupFunc func(ctx context.Context, name string, v6 bool) ([]netip.Addr, error)
+// checkFunc resolves name and judges the answer against want (sorted):
+// "OK", "MISMATCH" or "FAIL (why)".
+type checkFunc func(ctx context.Context, name string, want []netip.Addr) (got []netip.Addr, verdict string)
 
-// verifyNodeNames resolves every node name with lookup and prints, per
-// node, the answers and the addresses the layout's rules say they should
-// be. With askLacking it also asks the family a name has no address of,
-// which must answer NODATA (lookup: no address, no error).
-func verifyNodeNames(ctx context.Context, c client.Reader, l layout.Layout, edge labels.Selector, out io.Writer, lookup lookupFunc, askLacking bool) (mismatches int, err error) {
+// verifyNodeNames resolves every node name with check and prints, per node,
+// the answers and the addresses the layout's rules say they should be.
+func verifyNodeNames(ctx context.Context, c client.Reader, l layout.Layout, edge labels.Selector, out io.Writer, check checkFunc) (mismatches int, err error) {
 	rules, tunnelIPs, err := rulesNow(ctx, c, l)
 	if err != nil {
 		return 0, err
@@ -113,24 +121,8 @@ func verifyNodeNames(ctx context.Context, c client.Reader, l layout.Layout, edge
 			want = tunnelIPs
 		}
 		want = slices.SortedFunc(slices.Values(want), netip.Addr.Compare)
-		var got []netip.Addr
-		verdict := "OK"
-		for _, qtype := range []string{"A", "AAAA"} {
-			v6 := qtype == "AAAA"
-			if !askLacking && !slices.ContainsFunc(want, func(a netip.Addr) bool { return a.Is6() == v6 }) {
-				continue
-			}
-			family, err := lookup(ctx, n.Name, v6)
-			got = append(got, family...)
-			if err != nil && verdict == "OK" {
-				verdict = "FAIL (" + qtype + ": " + err.Error() + ")"
-			}
-		}
-		switch {
-		case verdict != "OK":
-			mismatches++
-		case !slices.Equal(got, want):
-			verdict = "MISMATCH"
+		got, verdict := check(ctx, n.Name, want)
+		if verdict != "OK" {
 			mismatches++
 		}
 		fmt.Fprintf(out, "%-30s %-5s %-18s expected %-18s %s\n", n.Name, kind, joinAddrs(got), joinAddrs(want), verdict)

@@ -70,14 +70,19 @@ func tunnelService(ips ...string) *corev1.Service {
 var edgeSelector = labels.SelectorFromSet(labels.Set{"openyurt.io/is-edge-worker": "true"})
 
 // The check a Job runs, through Go's own resolver (the one the Job uses,
-// here pointed at a test DNS server): right, wrong and missing answers.
+// here pointed at a test DNS server): right, wrong and missing answers. A
+// dual-stack name answered in one family only is right (a dialer takes any
+// of its addresses, and the node's hosts file names it so); an address it
+// should not have is wrong.
 func TestVerifyDNSWithResolver(t *testing.T) {
-	server := serveDNS(t, map[string][]string{"worker-1.": {"A 10.96.0.9"}, "master-1.": {"A 192.168.0.99"}})
+	server := serveDNS(t, map[string][]string{"worker-1.": {"A 10.96.0.9"}, "master-1.": {"A 192.168.0.99"},
+		"cloud-dual.": {"A 192.168.0.30"}, "cloud-wrong6.": {"A 192.168.0.31", "AAAA 2001:db8::99"}})
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "udp", server)
 	}}
 	c := fake.NewClientBuilder().WithObjects(tunnelService("10.96.0.9"), testNode("master-1", false, "192.168.0.10"),
-		testNode("worker-1", true, "192.168.0.21"), testNode("worker-2", true, "192.168.0.22")).Build()
+		testNode("worker-1", true, "192.168.0.21"), testNode("worker-2", true, "192.168.0.22"),
+		testNode("cloud-dual", false, "192.168.0.30", "2001:db8::30"), testNode("cloud-wrong6", false, "192.168.0.31", "2001:db8::31")).Build()
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -88,14 +93,16 @@ func TestVerifyDNSWithResolver(t *testing.T) {
 	for _, want := range []string{
 		"worker-1                       edge  10.96.0.9          expected 10.96.0.9          OK",
 		"master-1                       cloud 192.168.0.99       expected 192.168.0.10       MISMATCH",
-		"worker-2                       edge  -                  expected 10.96.0.9          FAIL (A: lookup worker-2",
+		"worker-2                       edge  -                  expected 10.96.0.9          FAIL (lookup worker-2",
+		"cloud-dual                     cloud 192.168.0.30       expected 192.168.0.30,2001:db8::30 OK",
+		"cloud-wrong6                   cloud 192.168.0.31,2001:db8::99 expected 192.168.0.31,2001:db8::31 MISMATCH",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
-	if n != 2 {
-		t.Errorf("%d wrong, want 2:\n%s", n, out.String())
+	if n != 3 {
+		t.Errorf("%d wrong, want 3:\n%s", n, out.String())
 	}
 }
 
