@@ -27,10 +27,9 @@ var nodeNamespaceScript string
 // Node is one machine of the cluster: a network and a mount namespace with
 // its own containerd and kubelet.
 type Node struct {
-	Name string
-	// IP and PodCIDR are the node's IPv4 ones, IP6 and PodCIDR6 its IPv6.
-	IP, IP6           string
-	PodCIDR, PodCIDR6 string
+	Name    string
+	IP      string
+	PodCIDR string
 	// Edge nodes carry openyurt.io/is-edge-worker=true.
 	Edge bool
 
@@ -197,7 +196,7 @@ const cniConfig = `{
   "plugins": [
     {
       "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-      "ipam": {"type": "host-local", "ranges": [[{"subnet": "%s"}], [{"subnet": "%s"}]], "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]}
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": "%s"}]], "routes": [{"dst": "0.0.0.0/0"}]}
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
@@ -229,7 +228,7 @@ func (n *Node) startRuntime(images []string, sandboxImage string) error {
 	if err := os.MkdirAll(cniDir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(cniDir, "10-yurtdns.conflist"), []byte(fmt.Sprintf(cniConfig, n.PodCIDR, n.PodCIDR6)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cniDir, "10-yurtdns.conflist"), []byte(fmt.Sprintf(cniConfig, n.PodCIDR)), 0o644); err != nil {
 		return err
 	}
 	config := filepath.Join(n.dir, "containerd.toml")

@@ -233,20 +233,18 @@ func checkLeftover(t *testing.T, out string, stranded []podNetns) {
 }
 
 // cutOff drops, in a's network namespace, everything to and from b and b's
-// pods, in both families (an edge node whose link to the cloud is down);
-// the returned func puts the link back.
+// pods (an edge node whose link to the cloud is down); the returned func
+// puts the link back.
 func cutOff(t testing.TB, a, b *cluster.Node) func() {
 	t.Helper()
-	var rules [][]string // the iptables binary of the family, then the rule
-	for cmd, nets := range map[string][]string{"iptables": {b.IP, b.PodCIDR}, "ip6tables": {b.IP6, b.PodCIDR6}} {
-		for _, net := range nets {
-			rules = append(rules, []string{cmd, "OUTPUT", "-d", net}, []string{cmd, "INPUT", "-s", net}, []string{cmd, "FORWARD", "-d", net}, []string{cmd, "FORWARD", "-s", net})
-		}
+	var rules [][]string
+	for _, net := range []string{b.IP, b.PodCIDR} {
+		rules = append(rules, []string{"OUTPUT", "-d", net}, []string{"INPUT", "-s", net}, []string{"FORWARD", "-d", net}, []string{"FORWARD", "-s", net})
 	}
 	iptables := func(op string, rule []string) error {
-		args := append([]string{"-w", op, rule[1]}, rule[2:]...)
-		if out, err := a.NetCommand(context.Background(), rule[0], append(args, "-j", "DROP")...).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s %v: %v: %s", rule[0], args, err, out)
+		args := append([]string{"-w", op, rule[0]}, rule[1:]...)
+		if out, err := a.NetCommand(context.Background(), "iptables", append(args, "-j", "DROP")...).CombinedOutput(); err != nil {
+			return fmt.Errorf("iptables %v: %v: %s", args, err, out)
 		}
 		return nil
 	}
