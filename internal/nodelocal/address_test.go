@@ -16,8 +16,9 @@ import (
 )
 
 // inNewNetns runs f on a locked thread in a network namespace of its own
-// (root only), so the node's own addresses and tables are never touched.
-func inNewNetns(t *testing.T, f func()) {
+// (root only), so the node's own addresses and tables are never touched,
+// with the namespace's lo up.
+func inNewNetns(t *testing.T, f func(lo netlink.Link)) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a network namespace")
@@ -40,7 +41,14 @@ func inNewNetns(t *testing.T, f func()) {
 		ns.Close()
 		origin.Close()
 	}()
-	f()
+	lo, err := netlink.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(lo); err != nil {
+		t.Fatal(err)
+	}
+	f(lo)
 }
 
 // TestAddressAndNotrack: in a fresh network namespace, the address goes on
@@ -48,14 +56,7 @@ func inNewNetns(t *testing.T, f func()) {
 // source the node picks for a Service CIDR routed through an interface
 // without an address, and setup and its undo are idempotent.
 func TestAddressAndNotrack(t *testing.T) {
-	inNewNetns(t, func() {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := netlink.LinkSetUp(lo); err != nil {
-			t.Fatal(err)
-		}
+	inNewNetns(t, func(lo netlink.Link) {
 		// A Service CIDR routed through lo, which has no address of its
 		// own in that range: the case the source selection gets wrong.
 		_, svc, _ := net.ParseCIDR("10.96.0.0/12")
@@ -140,14 +141,7 @@ func TestAddressAndNotrack(t *testing.T) {
 // re-add, which would blink it under a running cache).
 func TestAddress6(t *testing.T) {
 	addr := netip.MustParseAddr("fd84:5bd1:ae3::10")
-	inNewNetns(t, func() {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := netlink.LinkSetUp(lo); err != nil {
-			t.Fatal(err)
-		}
+	inNewNetns(t, func(lo netlink.Link) {
 		// The node's own global address, and a Service CIDR routed
 		// through a link that has no address in it.
 		node := &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("2001:db8:100::11"), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}
