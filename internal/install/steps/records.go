@@ -117,13 +117,10 @@ func shardsStatus(ctx context.Context, env *engine.Env) (string, error) {
 // distinctNames counts the names of a hosts text: a dual-stack cloud node
 // has a line per family.
 func distinctNames(text string) int {
+	entries, _ := tunnelnodes.ParseHosts(text)
 	names := map[string]struct{}{}
-	for line := range strings.Lines(text) {
-		if f := strings.Fields(line); len(f) > 1 {
-			for _, name := range f[1:] {
-				names[name] = struct{}{}
-			}
-		}
+	for _, e := range entries {
+		names[e.Name] = struct{}{}
 	}
 	return len(names)
 }
