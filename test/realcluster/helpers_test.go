@@ -34,6 +34,27 @@ func runSync(t testing.TB, args ...string) (string, error) {
 // runSyncBin is runSync with another version's tunnel-nodes-sync.
 func runSyncBin(t testing.TB, bin string, args ...string) (string, error) {
 	t.Helper()
+	out, timed, err := syncCommand(t, bin, args...)
+	// A benchmark keeps the first 10 lines of its log: there the output is
+	// logged on failure only, so the figures it logs are not cut off.
+	if _, bench := t.(*testing.B); !bench || err != nil {
+		t.Logf("tunnel-nodes-sync %s:\n%s", strings.Join(args, " "), timed)
+	}
+	return out, err
+}
+
+// runSyncQuiet is runSync that logs nothing: for a check whose error message
+// carries the output, so that a failed test's last lines say what failed.
+func runSyncQuiet(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	out, _, err := syncCommand(t, syncBin, args...)
+	return out, err
+}
+
+// syncCommand runs bin against the cluster: its output, the same with each
+// line's time, and how it exited.
+func syncCommand(t testing.TB, bin string, args ...string) (out, timed string, err error) {
+	t.Helper()
 	cmd := exec.Command(bin, append(args, "--kubeconfig", kc.Kubeconfig)...)
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
@@ -43,19 +64,14 @@ func runSyncBin(t testing.TB, bin string, args ...string) (string, error) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var out, timed strings.Builder
+	var o, tm strings.Builder
 	sc := bufio.NewScanner(pipe)
 	for sc.Scan() {
-		fmt.Fprintln(&out, sc.Text())
-		fmt.Fprintf(&timed, "%s %s\n", time.Now().Format("15:04:05.000"), sc.Text())
+		fmt.Fprintln(&o, sc.Text())
+		fmt.Fprintf(&tm, "%s %s\n", time.Now().Format("15:04:05.000"), sc.Text())
 	}
 	err = cmd.Wait()
-	// A benchmark keeps the first 10 lines of its log: there the output is
-	// logged on failure only, so the figures it logs are not cut off.
-	if _, bench := t.(*testing.B); !bench || err != nil {
-		t.Logf("tunnel-nodes-sync %s:\n%s", strings.Join(args, " "), timed.String())
-	}
-	return out.String(), err
+	return o.String(), tm.String(), err
 }
 
 // dnsProbe asks a DNS Service from every node every 100 ms, as the pods of
