@@ -10,6 +10,19 @@ func metric(name, help string) prometheus.Opts {
 	return prometheus.Opts{Subsystem: "tunnel_nodes_sync", Name: name, Help: help}
 }
 
+// The label values of writes_total and write_conflicts_total (object), and
+// of errors_total (reason).
+const (
+	objectConfigMap = "configmap"
+	objectShard     = "shard"
+	objectService   = "service"
+
+	reasonTooLarge          = "too_large"
+	reasonNoTunnelIP        = "no_tunnel_ip"
+	reasonNoShardsNamespace = "no_shards_namespace"
+	reasonAPI               = "api"
+)
+
 // Served by the manager's metrics endpoint with controller-runtime's own.
 var (
 	recordsGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts(metric("records",
@@ -43,11 +56,11 @@ func init() {
 	// Each label value is served from the start, at 0: increase() and
 	// rate() then count a process's first write or error too, and a series
 	// missing means a sync that does not run, not one that never wrote.
-	for _, object := range []string{"configmap", "shard", "service"} {
+	for _, object := range []string{objectConfigMap, objectShard, objectService} {
 		writesTotal.WithLabelValues(object)
 		conflictsTotal.WithLabelValues(object)
 	}
-	for _, reason := range []string{"too_large", "no_tunnel_ip", "no_shards_namespace", "api"} {
+	for _, reason := range []string{reasonTooLarge, reasonNoTunnelIP, reasonNoShardsNamespace, reasonAPI} {
 		errorsTotal.WithLabelValues(reason)
 	}
 }

@@ -248,7 +248,7 @@ func (r *Reconciler) inputs(ctx context.Context, triggered time.Time) (rules tun
 	case apierrors.IsNotFound(err):
 		svc = nil
 	case err != nil:
-		errorsTotal.WithLabelValues("api").Inc()
+		errorsTotal.WithLabelValues(reasonAPI).Inc()
 		return nil, nil, false, fmt.Errorf("reading tunnel service: %w", err)
 	}
 	rules, clusterIPs, ok, err := r.rules(ctx, svc)
@@ -271,7 +271,7 @@ func (r *Reconciler) rules(ctx context.Context, svc *corev1.Service) (rules tunn
 		cfgKey := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.RulesConfig}
 		cfg := &corev1.ConfigMap{}
 		if err := r.rulesConfig.Get(ctx, cfgKey, cfg); client.IgnoreNotFound(err) != nil {
-			errorsTotal.WithLabelValues("api").Inc()
+			errorsTotal.WithLabelValues(reasonAPI).Inc()
 			return nil, "", false, fmt.Errorf("reading the rules' config %s: %w", cfgKey, err)
 		}
 		config = cfg.Data
@@ -283,7 +283,7 @@ func (r *Reconciler) rules(ctx context.Context, svc *corev1.Service) (rules tunn
 	case r.cfg.Layout.NeedsTunnel:
 		// Writing now would drop every edge node; yurthosts keeps answering
 		// the stored records (and follows a recreated Service by itself).
-		errorsTotal.WithLabelValues("no_tunnel_ip").Inc()
+		errorsTotal.WithLabelValues(reasonNoTunnelIP).Inc()
 		log.FromContext(ctx).Info("Tunnel service missing or without a ClusterIP; keeping the stored records",
 			"service", r.cfg.Namespace+"/"+r.cfg.Service)
 		return nil, "", false, nil
@@ -305,7 +305,7 @@ func (r *Reconciler) syncRecords(ctx context.Context, entries []tunnelnodes.Host
 		singleConfigMapFits.Set(1)
 	} else {
 		singleConfigMapFits.Set(0)
-		errorsTotal.WithLabelValues("too_large").Inc()
+		errorsTotal.WithLabelValues(reasonTooLarge).Inc()
 	}
 	if fits == r.singleTooLarge { // it changed: say so once
 		r.reportSingleFits(ctx, key, fits, size, counts)
@@ -316,7 +316,7 @@ func (r *Reconciler) syncRecords(ctx context.Context, entries []tunnelnodes.Host
 	}
 	text := tunnelnodes.RenderHosts(entries)
 	clusterIPs := annotations[tunnelnodes.TunnelClusterIPsAnnotation]
-	done, err := writeConflictSafe(ctx, r, "configmap", key, func(cm *corev1.ConfigMap, found bool) write {
+	done, err := writeConflictSafe(ctx, r, objectConfigMap, key, func(cm *corev1.ConfigMap, found bool) write {
 		if !found {
 			cm.ObjectMeta = metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Annotations: maps.Clone(annotations)}
 			cm.Data = map[string]string{r.cfg.ConfigMapKey: text}
@@ -337,7 +337,7 @@ func (r *Reconciler) syncRecords(ctx context.Context, entries []tunnelnodes.Host
 		return update
 	})
 	if err != nil {
-		errorsTotal.WithLabelValues("api").Inc()
+		errorsTotal.WithLabelValues(reasonAPI).Inc()
 		return fmt.Errorf("writing records ConfigMap %s: %w", key, err)
 	}
 	switch done {
@@ -379,7 +379,7 @@ func (r *Reconciler) syncPorts(ctx context.Context) error {
 	case apierrors.IsNotFound(err):
 		serverCfg = nil // no extra ports: stale dnat-* ports go
 	case err != nil:
-		errorsTotal.WithLabelValues("api").Inc()
+		errorsTotal.WithLabelValues(reasonAPI).Inc()
 		return fmt.Errorf("reading server config %s: %w", cfgKey, err)
 	}
 	var data map[string]string
@@ -390,7 +390,7 @@ func (r *Reconciler) syncPorts(ctx context.Context) error {
 
 	svcKey := types.NamespacedName{Namespace: r.cfg.Namespace, Name: r.cfg.Service}
 	var conflicts []tunnelnodes.PortMapping
-	done, err := writeConflictSafe(ctx, r, "service", svcKey, func(svc *corev1.Service, found bool) write {
+	done, err := writeConflictSafe(ctx, r, objectService, svcKey, func(svc *corev1.Service, found bool) write {
 		if !found {
 			return noWrite // nothing to put the ports on
 		}
@@ -407,7 +407,7 @@ func (r *Reconciler) syncPorts(ctx context.Context) error {
 	}
 	r.reportBadPorts(ctx, serverCfg, bad, conflicts)
 	if err != nil {
-		errorsTotal.WithLabelValues("api").Inc()
+		errorsTotal.WithLabelValues(reasonAPI).Inc()
 		return fmt.Errorf("updating tunnel service %s ports: %w", svcKey, err)
 	}
 	return nil

@@ -41,7 +41,7 @@ func (r *Reconciler) syncShards(ctx context.Context, buckets []bucketRecords, co
 	// Read-only: no per-sync copy of every shard.
 	if err := r.client.List(ctx, &stored, client.InNamespace(ns), client.MatchingLabels{tunnelnodes.RecordsOfLabel: r.cfg.ConfigMap},
 		client.UnsafeDisableDeepCopy); err != nil {
-		errorsTotal.WithLabelValues("api").Inc()
+		errorsTotal.WithLabelValues(reasonAPI).Inc()
 		return reconcile.Result{}, fmt.Errorf("listing shards in namespace %s: %w", ns, err)
 	}
 	cms := make([]*corev1.ConfigMap, len(stored.Items))
@@ -121,7 +121,7 @@ func (r *Reconciler) syncShards(ctx context.Context, buckets []bucketRecords, co
 		g.Go(func() error { return r.deleteShard(gctx, cm) })
 	}
 	if err := g.Wait(); err != nil {
-		errorsTotal.WithLabelValues("api").Inc()
+		errorsTotal.WithLabelValues(reasonAPI).Inc()
 		return reconcile.Result{}, fmt.Errorf("deleting old shards in namespace %s: %w", ns, err)
 	}
 
@@ -146,14 +146,14 @@ func (r *Reconciler) syncShards(ctx context.Context, buckets []bucketRecords, co
 func (r *Reconciler) shardWriteFailed(ctx context.Context, err error) (reconcile.Result, error) {
 	ns := r.cfg.ShardsNamespace
 	if namespaceMissing(err) {
-		errorsTotal.WithLabelValues("no_shards_namespace").Inc()
+		errorsTotal.WithLabelValues(reasonNoShardsNamespace).Inc()
 		if !r.shardsNamespaceMissing.Swap(true) {
 			log.FromContext(ctx).Error(err, "Shards not written: their namespace is missing (install's records step creates it; --shards-namespace='' writes only the single ConfigMap)",
 				"namespace", ns)
 		}
 		return reconcile.Result{RequeueAfter: shardsNamespaceRetry}, nil
 	}
-	errorsTotal.WithLabelValues("api").Inc()
+	errorsTotal.WithLabelValues(reasonAPI).Inc()
 	return reconcile.Result{}, fmt.Errorf("writing shards in namespace %s: %w", ns, err)
 }
 
@@ -284,7 +284,7 @@ func (t *shardTally) bytes() int {
 func (r *Reconciler) writeShard(ctx context.Context, index, count int, text string, annotations map[string]string) (write, error) {
 	key := types.NamespacedName{Namespace: r.cfg.ShardsNamespace, Name: tunnelnodes.ShardName(r.cfg.ConfigMap, count, index)}
 	shard := tunnelnodes.FormatShard(index, count)
-	return writeConflictSafe(ctx, r, "shard", key, func(cm *corev1.ConfigMap, found bool) write {
+	return writeConflictSafe(ctx, r, objectShard, key, func(cm *corev1.ConfigMap, found bool) write {
 		if found && r.shardUpToDate(cm, index, count, text, annotations) {
 			return noWrite
 		}
@@ -326,7 +326,7 @@ func (r *Reconciler) deleteShard(ctx context.Context, cm *corev1.ConfigMap) erro
 		return nil
 	}
 	if err == nil {
-		writesTotal.WithLabelValues("shard").Inc()
+		writesTotal.WithLabelValues(objectShard).Inc()
 		r.own.forget(client.ObjectKeyFromObject(cm))
 	}
 	return err

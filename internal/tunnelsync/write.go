@@ -24,7 +24,7 @@ const (
 // resourceVersion it read. A conflict (someone wrote since the read) or a
 // create race reads again — from the API, since it shows the cache lags —
 // and retries with client-go's backoff. what labels the metrics
-// ("configmap", "service"). It returns the write that went through.
+// (objectConfigMap, objectShard, objectService). It returns the write that went through.
 func writeConflictSafe[O any, T interface {
 	*O
 	client.Object

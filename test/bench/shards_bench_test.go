@@ -344,11 +344,12 @@ func BenchmarkFleetChange(b *testing.B) {
 // waitForAnswer asks server every millisecond until name answers want (A),
 // and returns the time since changed.
 func waitForAnswer(b testing.TB, server, name, want string, changed time.Time) time.Duration {
-	return waitForAnswerWithin(b, server, name, want, changed, 10*time.Second)
+	return waitForAnswerWithin(b, server, name, want, changed, 10*time.Second, time.Millisecond)
 }
 
-// waitForAnswerWithin is waitForAnswer giving up limit after changed.
-func waitForAnswerWithin(b testing.TB, server, name, want string, changed time.Time, limit time.Duration) time.Duration {
+// waitForAnswerWithin is waitForAnswer giving up limit after changed, and
+// asking again every interval.
+func waitForAnswerWithin(b testing.TB, server, name, want string, changed time.Time, limit, every time.Duration) time.Duration {
 	c := &dns.Client{Timeout: 200 * time.Millisecond}
 	m := new(dns.Msg).SetQuestion(name+".", dns.TypeA)
 	for time.Since(changed) < limit {
@@ -358,7 +359,7 @@ func waitForAnswerWithin(b testing.TB, server, name, want string, changed time.T
 				return time.Since(changed)
 			}
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(every)
 	}
 	b.Errorf("%s did not answer %s → %s within %s", server, name, want, limit)
 	return limit
