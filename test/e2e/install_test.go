@@ -33,14 +33,37 @@ type kubeadmCluster struct {
 	manifests, backups string
 }
 
-func newKubeadmCluster(t *testing.T) *kubeadmCluster {
-	cp := harness.Start(t, harness.Options{})
-	cp.CreateFromFile(t, filepath.Join(fixtures, "coredns.yaml"))
+func newKubeadmCluster(t *testing.T) *kubeadmCluster { return newKubeadmClusterOf(t, ipv4Cluster) }
+
+// clusterAddresses are a kubeadm cluster's addresses in one IP family.
+type clusterAddresses struct {
+	options                 harness.Options
+	kubeDNS, tunnel, master string
+}
+
+var (
+	ipv4Cluster = clusterAddresses{kubeDNS: "10.96.0.10", tunnel: "10.96.0.9", master: "192.168.0.10"}
+	// kubeadm gives kube-dns the tenth address of the Service range.
+	ipv6Cluster = clusterAddresses{options: harness.Options{IPv6Only: true},
+		kubeDNS: "fd00:10:96::a", tunnel: "fd00:10:96::9", master: "2001:db8:100::10"}
+)
+
+func newKubeadmClusterOf(t *testing.T, a clusterAddresses) *kubeadmCluster {
+	cp := harness.Start(t, a.options)
+	coredns, err := os.ReadFile(filepath.Join(fixtures, "coredns.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := filepath.Join(t.TempDir(), "coredns.yaml")
+	if err := os.WriteFile(renamed, []byte(strings.Replace(string(coredns), "clusterIP: 10.96.0.10", "clusterIP: "+a.kubeDNS, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp.CreateFromFile(t, renamed)
 	cp.CreateFromFile(t, filepath.Join(fixtures, "kube-proxy.yaml"))
-	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
+	cp.CreateService(t, harness.TunnelService(a.tunnel))
 	createYurtTunnelServer(t, cp, yurtTunnelServerArgs...)
 	// The control-plane node, Ready, with OpenYurt's yurthub (its mirror pod).
-	cp.CreateNode(t, harness.Node{Name: "master-1", InternalIP: "192.168.0.10", Ready: true,
+	cp.CreateNode(t, harness.Node{Name: "master-1", InternalIP: a.master, Ready: true,
 		Labels: map[string]string{"kubernetes.io/os": "linux", "node-role.kubernetes.io/control-plane": ""}})
 	createYurthub(t, cp, "master-1")
 	root := t.TempDir()

@@ -30,7 +30,8 @@ import (
 //   - an owned pod without a node is bound to the first Ready node its
 //     nodeSelector matches;
 //   - an owned pod on a Ready node (condition Ready True) runs and is Ready
-//     with an IP, and its graceful deletion is confirmed; on any other node
+//     with an IP (IPv6 on an Options.IPv6Only control plane), and its
+//     graceful deletion is confirmed; on any other node
 //     it stays as it is, as with a kubelet cut off;
 //   - each Service with a selector gets an EndpointSlice of the pods it
 //     selects, ready as they are; pods whose controller is gone are deleted;
@@ -40,7 +41,7 @@ import (
 func (cp *ControlPlane) PlayRolloutControllers(namespace string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	p := &player{c: cp.UnthrottledClient(), ns: namespace}
+	p := &player{c: cp.UnthrottledClient(), ns: namespace, ipv6: cp.ipv6Only}
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
@@ -52,8 +53,9 @@ func (cp *ControlPlane) PlayRolloutControllers(namespace string) (stop func()) {
 }
 
 type player struct {
-	c  kubernetes.Interface
-	ns string
+	c    kubernetes.Interface
+	ns   string
+	ipv6 bool // the pods' IPs and the EndpointSlices are IPv6
 }
 
 // round plays one pass of every controller; errors are retried next round.
@@ -275,6 +277,9 @@ func (p *player) kubelet(ctx context.Context, pod corev1.Pod, nodeReady bool) {
 	h.Write([]byte(pod.Name))
 	sum := h.Sum32()
 	ip := fmt.Sprintf("10.244.%d.%d", sum>>8&0xff, sum&0x7f+2)
+	if p.ipv6 {
+		ip = fmt.Sprintf("2001:db8:244::%x:%x", sum>>16, sum&0xffff)
+	}
 	now := metav1.Now()
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, StartTime: &now,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
@@ -301,6 +306,9 @@ func (p *player) endpointSlices(ctx context.Context) {
 				Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name, discoveryv1.LabelManagedBy: "harness"}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   []discoveryv1.Endpoint{},
+		}
+		if p.ipv6 {
+			want.AddressType = discoveryv1.AddressTypeIPv6
 		}
 		for _, sp := range svc.Spec.Ports {
 			want.Ports = append(want.Ports, discoveryv1.EndpointPort{Name: new(sp.Name), Protocol: new(sp.Protocol), Port: new(int32(sp.TargetPort.IntValue()))})

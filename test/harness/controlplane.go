@@ -44,6 +44,9 @@ type Options struct {
 	// DualStack gives the apiserver an IPv4 and an IPv6 service range, so
 	// dual-stack Services can be created.
 	DualStack bool
+	// IPv6Only gives the apiserver the IPv6 service range alone, as on a
+	// single-stack IPv6 cluster.
+	IPv6Only bool
 	// AuditLog makes the apiserver write every request to a JSON-lines audit
 	// log (metadata level), read back with ControlPlane.AuditEvents.
 	AuditLog bool
@@ -63,6 +66,7 @@ type ControlPlane struct {
 
 	env      *envtest.Environment
 	auditLog string
+	ipv6Only bool
 }
 
 // RepoRoot is the directory of this module's go.mod.
@@ -120,11 +124,20 @@ func Start(t TB, opts Options) *ControlPlane {
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
 	serviceRange := ServiceCIDRv4
-	if opts.DualStack {
+	switch {
+	case opts.IPv6Only:
+		serviceRange = ServiceCIDRv6
+	case opts.DualStack:
 		serviceRange += "," + ServiceCIDRv6
 	}
 	apiserver := env.ControlPlane.GetAPIServer()
 	apiserver.Configure().Set("service-cluster-ip-range", serviceRange)
+	if opts.IPv6Only {
+		// The kubernetes Service's address is of the primary range's family,
+		// and so must its endpoint be; the endpoint reconciler refuses a
+		// loopback one, and no test here asks the kubernetes Service.
+		apiserver.Configure().Set("advertise-address", "::1").Set("endpoint-reconciler-type", "none")
+	}
 	if opts.EtcdQuotaBytes > 0 {
 		if env.ControlPlane.Etcd == nil {
 			env.ControlPlane.Etcd = &envtest.Etcd{}
@@ -135,7 +148,7 @@ func Start(t TB, opts Options) *ControlPlane {
 	// the apiserver stops) keeps the serving and client CAs across
 	// StopAPIServer/StartAPIServer, so every kubeconfig stays valid.
 	apiserver.CertDir = t.TempDir()
-	cp := &ControlPlane{env: env}
+	cp := &ControlPlane{env: env, ipv6Only: opts.IPv6Only}
 	if opts.AuditLog {
 		cp.auditLog = filepath.Join(t.TempDir(), "audit.log")
 		policy := filepath.Join(t.TempDir(), "audit-policy.yaml")

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -54,6 +55,9 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 		OptIn:   "--node-local-dns",
 		Enabled: func(o engine.Options) bool { return o.NodeLocalDNS },
 		Install: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
+			if err := requireIPv4KubeDNS(ctx, env); err != nil {
+				return engine.Result{}, err
+			}
 			res, err := files.Install(ctx, env, ss)
 			if err != nil {
 				return engine.Result{}, err
@@ -204,6 +208,26 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 // an edge node), so an edge node that restarts cut off from the cloud
 // still has them when its cache's memory is gone and kube-dns's endpoints
 // are stale.
+// requireIPv4KubeDNS refuses NodeLocal DNS on a cluster whose kube-dns has
+// no IPv4 ClusterIP (IPv6-only): the cache listens on nodelocal.Address
+// alone, which its pods could not reach. Without kube-dns other steps say so.
+func requireIPv4KubeDNS(ctx context.Context, env *engine.Env) error {
+	svc := &corev1.Service{}
+	if err := env.Client.Get(ctx, kube.Key(kube.KubeDNSService), svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading Service %s: %w", kube.KubeDNSService, err)
+	}
+	for _, ip := range svc.Spec.ClusterIPs {
+		if a, err := netip.ParseAddr(ip); err == nil && a.Is4() {
+			return nil
+		}
+	}
+	return fmt.Errorf("NodeLocal DNS listens on %s only, and Service %s/%s has no IPv4 ClusterIP (%s): the pods of an IPv6-only cluster could not reach it; install without --node-local-dns",
+		nodelocal.Address, tunnelnodes.Namespace, kube.KubeDNSService, strings.Join(svc.Spec.ClusterIPs, ", "))
+}
+
 func nodeLocalObjects(ctx context.Context, env *engine.Env, l layout.Layout) ([]*unstructured.Unstructured, error) {
 	objs, err := deploy.Render(deploy.NodeLocalDNS)
 	if err != nil {

@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestIPv6OnlyCluster: on an apiserver whose one Service range is IPv6, the
+// tunnel Service and the nodes have IPv6 addresses alone. The sync writes
+// them and yurthosts answers AAAA, NODATA for A, and follows a change.
+// (2001:db8::/32 addresses are never dialled: answers only.)
+func TestIPv6OnlyCluster(t *testing.T) {
+	cp := harness.Start(t, harness.Options{IPv6Only: true})
+	svc := cp.CreateService(t, harness.TunnelService())
+	if len(svc.Spec.ClusterIPs) != 1 || svc.Spec.IPFamilies[0] != corev1.IPv6Protocol {
+		t.Fatalf("tunnel Service ClusterIPs %v, families %v: want one IPv6 address", svc.Spec.ClusterIPs, svc.Spec.IPFamilies)
+	}
+	tunnelIP := svc.Spec.ClusterIP
+	cp.CreateNode(t, harness.Node{Name: "master-1", InternalIP: "2001:db8:100::10", Ready: true})
+	cp.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "2001:db8:100::21", Edge: true, Ready: true})
+	harness.StartSync(t, cp.Kubeconfig, "--leader-elect=false")
+	dns := harness.StartCoreDNS(t, cp.Kubeconfig, onlyYurthosts)
+
+	expectRecords(t, syncBudget, cp, "2001:db8:100::10\tmaster-1", tunnelIP+"\tworker-1")
+	expectAnswer(t, answerBudget, dns.DNSAddr, "worker-1", "AAAA", tunnelIP)
+	expectAnswer(t, answerBudget, dns.DNSAddr, "worker-1", "A", "NODATA")
+	expectAnswer(t, answerBudget, dns.DNSAddr, "master-1", "AAAA", "2001:db8:100::10")
+	expectAnswer(t, answerBudget, dns.DNSAddr, "master-1", "A", "NODATA")
+
+	// master-1 becomes an edge node: its name moves to the tunnel.
+	ctx := context.Background()
+	node, err := cp.Client.CoreV1().Nodes().Get(ctx, "master-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Labels[tunnelnodes.EdgeNodeLabel] = "true"
+	if _, err := cp.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expectAnswer(t, answerBudget, dns.DNSAddr, "master-1", "AAAA", tunnelIP)
+}
+
+// TestInstallRevertIPv6Only: install's steps on a single-stack IPv6
+// kubeadm cluster (kube-dns fd00:10:96::a, IPv6 pods and EndpointSlices):
+// every step applies and waits as on IPv4, status says all applied, revert
+// restores what kubeadm made. --node-local-dns is refused before it changes
+// anything: its cache listens on an IPv4 address alone.
+func TestInstallRevertIPv6Only(t *testing.T) {
+	k := newKubeadmClusterOf(t, ipv6Cluster)
+	original := k.snapshot(t)
+	k.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "2001:db8:100::21", Edge: true, Ready: true,
+		Labels: map[string]string{"kubernetes.io/os": "linux"}})
+	createYurthub(t, k.ControlPlane, "worker-1")
+	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
+	defer stop()
+	images := []string{"--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test"}
+
+	out, err := k.run(t, append([]string{"install"}, images...)...)
+	if err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	t.Logf("install:\n%s", out)
+	if !strings.Contains(out, "[coredns-daemonset] DaemonSet coredns Ready on every Ready node and behind kube-dns") {
+		t.Errorf("install did not see the DaemonSet's IPv6 pods behind kube-dns:\n%s", out)
+	}
+	if out, err := k.run(t, "status"); err != nil || !allApplied(out) {
+		t.Errorf("status: %v\n%s", err, out)
+	}
+	svc, err := k.Client.CoreV1().Services(tunnelnodes.Namespace).Get(context.Background(), "kube-dns", metav1.GetOptions{})
+	if err != nil || svc.Annotations["openyurt.io/topologyKeys"] != "openyurt.io/nodepool" {
+		t.Errorf("kube-dns after install: %v %v", svc.Annotations, err)
+	}
+
+	installed := k.resourceVersions(t)
+	out, err = k.run(t, append([]string{"install", "--node-local-dns"}, images...)...)
+	if err == nil || !strings.Contains(out, "has no IPv4 ClusterIP (fd00:10:96::a)") {
+		t.Errorf("install --node-local-dns on an IPv6-only cluster must refuse, naming kube-dns's address (%v):\n%s", err, out)
+	}
+	if rv := k.resourceVersions(t); fmt.Sprint(rv) != fmt.Sprint(installed) {
+		t.Errorf("the refused install --node-local-dns wrote objects:\n%v\n%v", installed, rv)
+	}
+
+	if out, err := k.run(t, "revert"); err != nil {
+		t.Fatalf("revert: %v\n%s", err, out)
+	}
+	if changed := diffSnapshots(original, k.snapshot(t)); len(changed) > 0 {
+		t.Errorf("revert left %v changed", changed)
+	}
+}
