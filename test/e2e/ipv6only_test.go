@@ -2,14 +2,15 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -49,21 +50,33 @@ func TestIPv6OnlyCluster(t *testing.T) {
 }
 
 // TestInstallRevertIPv6Only: install's steps on a single-stack IPv6
-// kubeadm cluster (kube-dns fd00:10:96::a, IPv6 pods and EndpointSlices):
-// every step applies and waits as on IPv4, status says all applied, revert
-// restores what kubeadm made. --node-local-dns is refused before it changes
-// anything: its cache listens on an IPv4 address alone.
+// kubeadm cluster (kube-dns fd00:10:96::a, IPv6 pods and EndpointSlices).
+// --node-local-dns is refused before any step runs: its cache listens on an
+// IPv4 address alone. Without it every step applies and waits as on IPv4,
+// status says all applied, and revert restores what kubeadm made.
 func TestInstallRevertIPv6Only(t *testing.T) {
 	k := newKubeadmClusterOf(t, ipv6Cluster)
-	original := k.snapshot(t)
 	k.CreateNode(t, harness.Node{Name: "worker-1", InternalIP: "2001:db8:100::21", Edge: true, Ready: true,
 		Labels: map[string]string{"kubernetes.io/os": "linux"}})
 	createYurthub(t, k.ControlPlane, "worker-1")
+	original := k.snapshot(t)
 	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
 	defer stop()
 	images := []string{"--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test"}
 
-	out, err := k.run(t, append([]string{"install"}, images...)...)
+	out, err := k.run(t, append([]string{"install", "--node-local-dns"}, images...)...)
+	if err == nil || !strings.Contains(out, "has no IPv4 ClusterIP (fd00:10:96::a)") || strings.Contains(out, "[records]") {
+		t.Errorf("install --node-local-dns on an IPv6-only cluster must refuse before any step, naming kube-dns's address (%v):\n%s", err, out)
+	}
+	ctx := context.Background()
+	if _, err := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, engine.StateConfigMap, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused install --node-local-dns left an install state: %v", err)
+	}
+	if changed := diffSnapshots(original, k.snapshot(t)); len(changed) > 0 {
+		t.Errorf("the refused install --node-local-dns changed %v", changed)
+	}
+
+	out, err = k.run(t, append([]string{"install"}, images...)...)
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
@@ -74,18 +87,9 @@ func TestInstallRevertIPv6Only(t *testing.T) {
 	if out, err := k.run(t, "status"); err != nil || !allApplied(out) {
 		t.Errorf("status: %v\n%s", err, out)
 	}
-	svc, err := k.Client.CoreV1().Services(tunnelnodes.Namespace).Get(context.Background(), "kube-dns", metav1.GetOptions{})
+	svc, err := k.Client.CoreV1().Services(tunnelnodes.Namespace).Get(ctx, "kube-dns", metav1.GetOptions{})
 	if err != nil || svc.Annotations["openyurt.io/topologyKeys"] != "openyurt.io/nodepool" {
 		t.Errorf("kube-dns after install: %v %v", svc.Annotations, err)
-	}
-
-	installed := k.resourceVersions(t)
-	out, err = k.run(t, append([]string{"install", "--node-local-dns"}, images...)...)
-	if err == nil || !strings.Contains(out, "has no IPv4 ClusterIP (fd00:10:96::a)") {
-		t.Errorf("install --node-local-dns on an IPv6-only cluster must refuse, naming kube-dns's address (%v):\n%s", err, out)
-	}
-	if rv := k.resourceVersions(t); fmt.Sprint(rv) != fmt.Sprint(installed) {
-		t.Errorf("the refused install --node-local-dns wrote objects:\n%v\n%v", installed, rv)
 	}
 
 	if out, err := k.run(t, "revert"); err != nil {

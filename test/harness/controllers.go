@@ -2,8 +2,10 @@ package harness
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -278,7 +280,9 @@ func (p *player) kubelet(ctx context.Context, pod corev1.Pod, nodeReady bool) {
 	sum := h.Sum32()
 	ip := fmt.Sprintf("10.244.%d.%d", sum>>8&0xff, sum&0x7f+2)
 	if p.ipv6 {
-		ip = fmt.Sprintf("2001:db8:244::%x:%x", sum>>16, sum&0xffff)
+		a := netip.MustParseAddr("2001:db8:244::").As16()
+		binary.BigEndian.PutUint32(a[12:], sum)
+		ip = netip.AddrFrom16(a).String()
 	}
 	now := metav1.Now()
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, StartTime: &now,

@@ -114,6 +114,9 @@ type Step struct {
 	Install func(context.Context, *Env, *StepState) (Result, error)
 	Revert  func(context.Context, *Env, *StepState) (Result, error)
 	Status  func(context.Context, *Env, *StepState) (StepStatus, string, error)
+	// Preflight, when set, refuses a cluster the step cannot work on,
+	// before install runs any step (only when the step is to run).
+	Preflight func(context.Context, *Env) error
 }
 
 // The values of Options.NodeLifecycle.

@@ -41,6 +41,14 @@ func (r Runner) Install(ctx context.Context, env *Env, out io.Writer) error {
 		return err
 	}
 	for _, step := range r.Steps {
+		if step.Preflight == nil || slices.Contains(env.Options.Skip, step.Name) || (step.Enabled != nil && !step.Enabled(env.Options)) {
+			continue
+		}
+		if err := step.Preflight(ctx, env); err != nil {
+			return fmt.Errorf("%s: %w", step.Name, err)
+		}
+	}
+	for _, step := range r.Steps {
 		if slices.Contains(env.Options.Skip, step.Name) {
 			fmt.Fprintf(out, "[%s] skipped\n", step.Name)
 			continue

@@ -51,13 +51,11 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 	}
 	files := objectsStep(nodeLocalDNS, objects)
 	return engine.Step{
-		Name:    nodeLocalDNS,
-		OptIn:   "--node-local-dns",
-		Enabled: func(o engine.Options) bool { return o.NodeLocalDNS },
+		Name:      nodeLocalDNS,
+		OptIn:     "--node-local-dns",
+		Enabled:   func(o engine.Options) bool { return o.NodeLocalDNS },
+		Preflight: requireIPv4KubeDNS,
 		Install: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
-			if err := requireIPv4KubeDNS(ctx, env); err != nil {
-				return engine.Result{}, err
-			}
 			res, err := files.Install(ctx, env, ss)
 			if err != nil {
 				return engine.Result{}, err
@@ -200,14 +198,6 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 	}
 }
 
-// nodeLocalObjects are deploy/node-local-dns with install's images, the
-// profile's ServiceAccount (the DaemonSet's, and the subject of the
-// kubernetes plugin's grant) and the profile's yurthosts options, and the
-// kubernetes directive of the cluster's CoreDNS: each cache answers the
-// cluster's zones itself, from the Services it watches (through yurthub on
-// an edge node), so an edge node that restarts cut off from the cloud
-// still has them when its cache's memory is gone and kube-dns's endpoints
-// are stale.
 // requireIPv4KubeDNS refuses NodeLocal DNS on a cluster whose kube-dns has
 // no IPv4 ClusterIP (IPv6-only): the cache listens on nodelocal.Address
 // alone, which its pods could not reach. Without kube-dns other steps say so.
@@ -228,6 +218,14 @@ func requireIPv4KubeDNS(ctx context.Context, env *engine.Env) error {
 		nodelocal.Address, tunnelnodes.Namespace, kube.KubeDNSService, strings.Join(svc.Spec.ClusterIPs, ", "))
 }
 
+// nodeLocalObjects are deploy/node-local-dns with install's images, the
+// profile's ServiceAccount (the DaemonSet's, and the subject of the
+// kubernetes plugin's grant) and the profile's yurthosts options, and the
+// kubernetes directive of the cluster's CoreDNS: each cache answers the
+// cluster's zones itself, from the Services it watches (through yurthub on
+// an edge node), so an edge node that restarts cut off from the cloud
+// still has them when its cache's memory is gone and kube-dns's endpoints
+// are stale.
 func nodeLocalObjects(ctx context.Context, env *engine.Env, l layout.Layout) ([]*unstructured.Unstructured, error) {
 	objs, err := deploy.Render(deploy.NodeLocalDNS)
 	if err != nil {
