@@ -209,13 +209,12 @@ func requireIPv4KubeDNS(ctx context.Context, env *engine.Env) error {
 		}
 		return fmt.Errorf("reading Service %s: %w", kube.KubeDNSService, err)
 	}
-	for _, ip := range svc.Spec.ClusterIPs {
-		if a, err := netip.ParseAddr(ip); err == nil && a.Is4() {
-			return nil
-		}
+	ips := tunnelnodes.ServiceClusterIPs(svc)
+	if slices.ContainsFunc(ips, netip.Addr.Is4) {
+		return nil
 	}
 	return fmt.Errorf("NodeLocal DNS listens on %s only, and Service %s/%s has no IPv4 ClusterIP (%s): the pods of an IPv6-only cluster could not reach it; install without --node-local-dns",
-		nodelocal.Address, tunnelnodes.Namespace, kube.KubeDNSService, strings.Join(svc.Spec.ClusterIPs, ", "))
+		nodelocal.Address, tunnelnodes.Namespace, kube.KubeDNSService, tunnelnodes.FormatClusterIPs(ips))
 }
 
 // nodeLocalObjects are deploy/node-local-dns with install's images, the
