@@ -2,15 +2,22 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/install/kube"
+	"github.com/yurtdns/yurtdns/internal/kubewait"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestInstallUpgradesInPlace: install over objects an earlier version
@@ -136,5 +143,101 @@ func setStateVersion(t *testing.T, k *kubeadmCluster, v string) {
 	}
 	if _, err := cms.Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInstallRollsCoreDNSThroughADrain: install with another coredns image
+// replaces each node's coredns pod itself, not by the DaemonSet's own
+// rolling update (which deletes the old pod behind kube-dns's back): the
+// new pod is Ready beside the old one, the old one drains (kube-dns's drain
+// slice lists it serving and terminating) before install deletes it, and
+// afterwards the DaemonSet's rolling update is as install leaves it.
+func TestInstallRollsCoreDNSThroughADrain(t *testing.T) {
+	k := newKubeadmCluster(t)
+	ctx := context.Background()
+	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
+	defer stop()
+	if out, err := k.run(t, "install", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test"); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	pods := k.Client.CoreV1().Pods(tunnelnodes.Namespace)
+	selector := metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"}
+	list, err := pods.List(ctx, selector)
+	if err != nil || len(list.Items) == 0 {
+		t.Fatalf("coredns pods after install: %v (%v)", list, err)
+	}
+	// What is seen of each old pod, polled while install runs.
+	type seen struct {
+		drained, replaced, gone bool // drained and replaced: before it went
+		goneDraining            bool // gone while the drain slice still listed it
+	}
+	old := map[types.UID]*seen{}
+	for _, p := range list.Items {
+		old[p.UID] = &seen{}
+	}
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			now, err1 := pods.List(ctx, selector)
+			drain, err2 := k.Client.DiscoveryV1().EndpointSlices(tunnelnodes.Namespace).Get(ctx, "kube-dns-drain", metav1.GetOptions{})
+			if err1 != nil || err2 != nil && !apierrors.IsNotFound(err2) {
+				continue
+			}
+			// The drain slice is read after the pods: a pod install deleted
+			// is never seen gone while it still lists it.
+			draining := func(uid types.UID) bool {
+				return err2 == nil && slices.ContainsFunc(drain.Endpoints, func(e discoveryv1.Endpoint) bool {
+					return e.TargetRef.UID == uid && *e.Conditions.Serving && *e.Conditions.Terminating
+				})
+			}
+			for uid, s := range old {
+				i := slices.IndexFunc(now.Items, func(p corev1.Pod) bool { return p.UID == uid })
+				if i < 0 || now.Items[i].DeletionTimestamp != nil {
+					if !s.gone && draining(uid) {
+						s.goneDraining = true
+					}
+					s.gone = true
+					continue
+				}
+				p := now.Items[i]
+				if draining(uid) {
+					s.drained = true
+				}
+				s.replaced = slices.ContainsFunc(now.Items, func(n corev1.Pod) bool {
+					return n.Spec.NodeName == p.Spec.NodeName && n.UID != p.UID && kubewait.PodReady(&n) &&
+						n.Spec.Containers[0].Image == "coredns-yurt:next"
+				})
+			}
+		}
+	}()
+	out, err := k.run(t, "install", "--coredns-image", "coredns-yurt:next", "--sync-image", "tunnel-nodes-sync:test")
+	close(done)
+	<-watched
+	if err != nil || !strings.Contains(out, "DaemonSet coredns updated and rolled out") {
+		t.Fatalf("install with another coredns image (%v):\n%s", err, out)
+	}
+	for uid, s := range old {
+		if !s.gone || !s.drained || !s.replaced || s.goneDraining {
+			t.Errorf("old coredns pod %s: gone %t, drained before %t, a Ready new pod beside it before %t, gone while still draining %t",
+				uid, s.gone, s.drained, s.replaced, s.goneDraining)
+		}
+	}
+	ds, err := k.Client.AppsV1().DaemonSets(tunnelnodes.Namespace).Get(ctx, tunnelnodes.CoreDNSName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ru := ds.Spec.UpdateStrategy.RollingUpdate; ds.Spec.MinReadySeconds != 5 || ru == nil || ru.MaxSurge.String() != "10%" {
+		t.Errorf("the DaemonSet after the roll: minReadySeconds %d, rolling update %+v: want 5 and maxSurge 10%% as install leaves it", ds.Spec.MinReadySeconds, ru)
+	}
+	svc, err := k.Client.CoreV1().Services(tunnelnodes.Namespace).Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil || len(svc.Spec.Selector) != 1 {
+		t.Errorf("kube-dns's selector after the roll: %v (%v)", svc.Spec.Selector, err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/yurtdns/yurtdns/internal/kubewait"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -25,7 +27,9 @@ import (
 // controllers and the kubelets — for the workloads in namespace, until stop
 // is called:
 //   - a DaemonSet gets a pod on every node its nodeSelector matches,
-//     labelled with its template generation (a template change replaces them);
+//     labelled with its template generation; a template change replaces
+//     them, with maxSurge a new pod beside the old one, which goes once the
+//     new one has been Ready for minReadySeconds;
 //   - a Deployment gets a ReplicaSet and as many pods as its replicas, on
 //     Ready nodes (a template change replaces them), labelled
 //     pod-template-hash like the real controller's;
@@ -119,21 +123,27 @@ func (p *player) daemonSet(ctx context.Context, ds *appsv1.DaemonSet, nodes []co
 			continue
 		}
 		status.DesiredNumberScheduled++
-		i := slices.IndexFunc(pods, func(pod corev1.Pod) bool { return ownedBy(&pod, ds.UID) && pod.Spec.NodeName == n.Name })
-		if i >= 0 && pods[i].Labels["pod-template-generation"] != gen {
-			p.deletePod(ctx, pods[i].Name) // rolling update: replaced next round
-			i = -1
+		onNode := func(current bool) int {
+			return slices.IndexFunc(pods, func(pod corev1.Pod) bool {
+				return ownedBy(&pod, ds.UID) && pod.Spec.NodeName == n.Name && (pod.Labels["pod-template-generation"] == gen) == current
+			})
 		}
-		if i < 0 {
-			_ = p.createPod(ctx, ds.Name+"-"+n.Name, n.Name, ds.Spec.Template, map[string]string{"pod-template-generation": gen},
+		cur, old := onNode(true), onNode(false)
+		if old >= 0 && (!surges(ds) || cur >= 0 && available(&pods[cur], ds.Spec.MinReadySeconds)) {
+			p.deletePod(ctx, pods[old].Name) // rolling update: the old pod goes, as the controller's
+		}
+		if cur < 0 {
+			_ = p.createPod(ctx, ds.Name+"-"+n.Name+"-"+gen, n.Name, ds.Spec.Template, map[string]string{"pod-template-generation": gen},
 				metav1.NewControllerRef(ds, appsv1.SchemeGroupVersion.WithKind("DaemonSet")))
 			continue
 		}
 		status.CurrentNumberScheduled++
 		status.UpdatedNumberScheduled++
-		if ready[n.Name] {
+		if ready[n.Name] && kubewait.PodReady(&pods[cur]) {
 			status.NumberReady++
-			status.NumberAvailable++
+			if available(&pods[cur], ds.Spec.MinReadySeconds) {
+				status.NumberAvailable++
+			}
 		}
 	}
 	status.NumberUnavailable = status.DesiredNumberScheduled - status.NumberAvailable
@@ -142,6 +152,25 @@ func (p *player) daemonSet(ctx context.Context, ds *appsv1.DaemonSet, nodes []co
 		ds.Status = status
 		_, _ = p.c.AppsV1().DaemonSets(p.ns).UpdateStatus(ctx, ds, metav1.UpdateOptions{})
 	}
+}
+
+// surges: the DaemonSet's rolling update makes the new pod beside the old
+// one (maxSurge) rather than deleting the old one first. Every node surges
+// at once here, whatever maxSurge says.
+func surges(ds *appsv1.DaemonSet) bool {
+	ru := ds.Spec.UpdateStrategy.RollingUpdate
+	return ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType && ru != nil && ru.MaxSurge != nil &&
+		ru.MaxSurge.String() != "0" && ru.MaxSurge.String() != "0%"
+}
+
+// available: Ready for minReadySeconds, as the DaemonSet controller counts it.
+func available(pod *corev1.Pod, minReadySeconds int32) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return time.Since(c.LastTransitionTime.Time) >= time.Duration(minReadySeconds)*time.Second
+		}
+	}
+	return false
 }
 
 // deployment keeps one ReplicaSet per Deployment with the Deployment's

@@ -173,20 +173,8 @@ func (p *dnsProbe) asked() int {
 // finish stops the probe and fails the test for any failed answer.
 func (p *dnsProbe) finish(t testing.TB, what string) {
 	t.Helper()
-	p.wait()
-	p.report(t, what, false)
-}
-
-// wait stops the probe and waits for its last queries.
-func (p *dnsProbe) wait() {
 	close(p.stop)
 	p.wg.Wait()
-}
-
-// report logs what the probe asked, and fails t on a failed query unless
-// tolerated, when the failed ones are logged.
-func (p *dnsProbe) report(t testing.TB, what string, tolerated bool) {
-	t.Helper()
 	server := p.server
 	if server == "" {
 		server = "each one's resolv.conf server"
@@ -196,15 +184,11 @@ func (p *dnsProbe) report(t testing.TB, what string, tolerated bool) {
 	if p.total == 0 {
 		t.Errorf("%s: the DNS probe asked nothing", what)
 	}
-	fail := t.Errorf
-	if tolerated {
-		fail = t.Logf
-	}
 	if len(p.failures) > 0 {
 		// One line each: a CI excerpt keeps only the file:line lines.
-		fail("%s: %d of %d DNS queries failed; first ones:", what, len(p.failures), p.total)
+		t.Errorf("%s: %d of %d DNS queries failed; first ones:", what, len(p.failures), p.total)
 		for _, f := range p.failures[:min(10, len(p.failures))] {
-			fail("  %s", f)
+			t.Errorf("  %s", f)
 		}
 	}
 }

@@ -100,6 +100,16 @@ func ControlledPods(ctx context.Context, env *engine.Env, selector *metav1.Label
 // is Ready and no pod of an older one is left running. Pods on NotReady nodes are not waited for (their names go to
 // *notReady). The pods' IPs are returned for the Service check.
 func DaemonSetOnReadyNodes(env *engine.Env, name string, notReady *[]string, podIPs *[]string) kubewait.Condition {
+	return daemonSetOnReadyNodes(env, name, notReady, podIPs, false)
+}
+
+// DaemonSetSurged is DaemonSetOnReadyNodes with the older pods still
+// running beside the new ones, as in a held roll (see RollDaemonSet).
+func DaemonSetSurged(env *engine.Env, name string, notReady *[]string, podIPs *[]string) kubewait.Condition {
+	return daemonSetOnReadyNodes(env, name, notReady, podIPs, true)
+}
+
+func daemonSetOnReadyNodes(env *engine.Env, name string, notReady *[]string, podIPs *[]string, oldMayRun bool) kubewait.Condition {
 	return func(ctx context.Context) (bool, string, error) {
 		ds := &appsv1.DaemonSet{}
 		if err := env.Client.Get(ctx, Key(name), ds); err != nil {
@@ -137,14 +147,17 @@ func DaemonSetOnReadyNodes(env *engine.Env, name string, notReady *[]string, pod
 			old := slices.ContainsFunc(pods, func(p corev1.Pod) bool {
 				return p.Spec.NodeName == n.Name && p.Labels[TemplateGenerationLabel] != current && p.DeletionTimestamp == nil
 			})
-			if i < 0 || old {
+			if i < 0 || old && !oldMayRun {
 				missing = append(missing, n.Name)
 				continue
 			}
 			have++
 			*podIPs = append(*podIPs, pods[i].Status.PodIP)
 		}
-		progress := fmt.Sprintf("%d of %d Ready nodes run a Ready pod of the current template and none of an older one", have, want)
+		progress := fmt.Sprintf("%d of %d Ready nodes run a Ready pod of the current template", have, want)
+		if !oldMayRun {
+			progress += " and none of an older one"
+		}
 		if len(missing) > 0 {
 			progress += "; waiting on " + strings.Join(missing, ", ")
 		}

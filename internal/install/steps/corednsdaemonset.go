@@ -71,7 +71,7 @@ func corednsDaemonSetStep() engine.Step {
 			if err != nil {
 				return engine.Result{}, err
 			}
-			appliedDS, dsDiff, err := kube.Apply(ctx, env, ss, ds)
+			appliedDS, dsDiff, err := kube.ApplyDryRun(ctx, env, ss, ds)
 			if err != nil {
 				return engine.Result{}, err
 			}
@@ -89,7 +89,7 @@ func corednsDaemonSetStep() engine.Step {
 			if env.Options.DryRun {
 				err = scale()
 			} else {
-				note, err = handOffToDaemonSet(ctx, env, &notReady, scale)
+				note, err = handOffToDaemonSet(ctx, env, ss, ds, appliedDS, &notReady, scale)
 			}
 			if err != nil {
 				return engine.Result{}, err
@@ -172,29 +172,64 @@ func corednsDaemonSetStep() engine.Step {
 	}
 }
 
-// handOffToDaemonSet waits until the DaemonSet serves on every Ready node,
-// behind kube-dns, then moves kube-dns's traffic off the Deployment's pods
-// (see drain) and scales it down with scale.
-func handOffToDaemonSet(ctx context.Context, env *engine.Env, notReady *[]string, scale func() error) (note string, err error) {
+// handOffToDaemonSet applies the DaemonSet ds (applied says what that
+// does to it), waits until it serves on every Ready node behind kube-dns,
+// then moves kube-dns's traffic off the pods that leave (see drain): the
+// DaemonSet's pods of an older template, deleted by install rather than by
+// the DaemonSet controller (see kube.HeldRollout), and the Deployment's,
+// scaled down with scale.
+func handOffToDaemonSet(ctx context.Context, env *engine.Env, ss *engine.StepState, ds *unstructured.Unstructured, applied kube.Applied, notReady *[]string, scale func() error) (note string, err error) {
 	if err := kube.EndHandOff(ctx, env, kube.KubeDNSService); err != nil { // an interrupted run's
 		return "", err
 	}
+	write := ds
+	if applied == kube.Updated {
+		if write, err = kube.HeldRollout(ds); err != nil {
+			return "", err
+		}
+	}
+	if applied != kube.Unchanged {
+		if _, _, err := kube.Apply(ctx, env, ss, write); err != nil {
+			return "", err
+		}
+	}
 	var podIPs []string
 	err = kubewait.For(ctx, env.Options.Timeout, "DaemonSet coredns not serving on every Ready node",
-		kube.Both(kube.DaemonSetOnReadyNodes(env, tunnelnodes.CoreDNSName, notReady, &podIPs), kube.ServiceEndpointsReady(env, kube.KubeDNSService, &podIPs)))
+		kube.Both(kube.DaemonSetSurged(env, tunnelnodes.CoreDNSName, notReady, &podIPs), kube.ServiceEndpointsReady(env, kube.KubeDNSService, &podIPs)))
 	if err != nil {
-		return "", fmt.Errorf("%w; the coredns Deployment is left as it was", err)
+		return "", fmt.Errorf("%w; the coredns Deployment and the DaemonSet's older pods are left serving", err)
 	}
-	ds := &appsv1.DaemonSet{}
-	if err := env.Client.Get(ctx, kube.Key(tunnelnodes.CoreDNSName), ds); err != nil {
+	live := &appsv1.DaemonSet{}
+	if err := env.Client.Get(ctx, kube.Key(tunnelnodes.CoreDNSName), live); err != nil {
 		return "", fmt.Errorf("reading DaemonSet %s: %w", tunnelnodes.CoreDNSName, err)
 	}
-	leaving, err := corednsDeploymentPods(ctx, env)
+	older, err := kube.OlderDaemonSetPods(ctx, env, tunnelnodes.CoreDNSName)
 	if err != nil {
 		return "", err
 	}
-	keep := map[string]string{kube.TemplateGenerationLabel: ds.Annotations[kube.TemplateGenerationAnnotation]}
-	return kube.HandOff(ctx, env, kube.KubeDNSService, leaving, keep, scale)
+	deployment, err := corednsDeploymentPods(ctx, env)
+	if err != nil {
+		return "", err
+	}
+	keep := map[string]string{kube.TemplateGenerationLabel: live.Annotations[kube.TemplateGenerationAnnotation]}
+	note, err = kube.HandOff(ctx, env, kube.KubeDNSService, slices.Concat(older, deployment), keep, func() error {
+		if err := kube.DeletePods(ctx, env, older); err != nil {
+			return err
+		}
+		return scale()
+	})
+	if err != nil {
+		return "", err
+	}
+	if write != ds { // the hold released: nothing of the template changes, nothing rolls
+		if _, _, err := kube.Apply(ctx, env, ss, ds); err != nil {
+			return "", err
+		}
+	}
+	if len(older) > 0 {
+		note = strings.TrimSuffix(fmt.Sprintf("%d pods of the older template drained from kube-dns, then deleted; %s", len(older), note), "; ")
+	}
+	return note, nil
 }
 
 // handOffToDeployment waits until the Deployment serves behind kube-dns,
