@@ -26,11 +26,16 @@ const maxKubeletConfig = 1 << 20
 
 // ParseKubeletConfig reads the fields above from a KubeletConfiguration.
 func ParseKubeletConfig(data []byte) (KubeletConfig, error) {
-	c := KubeletConfig{HealthzBindAddress: "127.0.0.1", HealthzPort: 10248}
 	n, err := parseConfig(data)
 	if err != nil {
-		return c, err
+		return KubeletConfig{}, err
 	}
+	return kubeletConfigOf(n)
+}
+
+func kubeletConfigOf(n *yaml.RNode) (KubeletConfig, error) {
+	c := KubeletConfig{HealthzBindAddress: "127.0.0.1", HealthzPort: 10248}
+	var err error
 	c.ClusterDNS, err = stringList(n, "clusterDNS")
 	if err != nil {
 		return c, err
@@ -59,11 +64,12 @@ func SetClusterDNS(data []byte, servers []string) (out []byte, changed bool, err
 	if err != nil {
 		return nil, false, err
 	}
-	now, err := stringList(n, "clusterDNS")
+	// A file whose fields the callers read back do not decode is not edited.
+	now, err := kubeletConfigOf(n)
 	if err != nil {
 		return nil, false, err
 	}
-	if slices.Equal(now, servers) {
+	if slices.Equal(now.ClusterDNS, servers) {
 		return data, false, nil
 	}
 	if err := n.PipeE(yaml.SetField("clusterDNS", yaml.NewListRNode(servers...))); err != nil {
@@ -75,10 +81,10 @@ func SetClusterDNS(data []byte, servers []string) (out []byte, changed bool, err
 	}
 	// Read back before anything is written: an edit that broke the file (an
 	// alias of the replaced value, say) is refused.
-	if n, err := parseConfig([]byte(s)); err != nil {
+	if got, err := ParseKubeletConfig([]byte(s)); err != nil {
 		return nil, false, fmt.Errorf("the edited kubelet configuration does not parse: %w", err)
-	} else if got, err := stringList(n, "clusterDNS"); err != nil || !slices.Equal(got, servers) {
-		return nil, false, fmt.Errorf("the edited kubelet configuration has clusterDNS %v, not %v (%v)", got, servers, err)
+	} else if !slices.Equal(got.ClusterDNS, servers) {
+		return nil, false, fmt.Errorf("the edited kubelet configuration has clusterDNS %v, not %v", got.ClusterDNS, servers)
 	}
 	return []byte(s), true, nil
 }
