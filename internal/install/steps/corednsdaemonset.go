@@ -197,7 +197,11 @@ func handOffToDaemonSet(ctx context.Context, env *engine.Env, ss *engine.StepSta
 	err = kubewait.For(ctx, env.Options.Timeout, "DaemonSet coredns not serving on every Ready node",
 		kube.Both(kube.DaemonSetSurged(env, tunnelnodes.CoreDNSName, notReady, &podIPs), kube.ServiceEndpointsReady(env, kube.KubeDNSService, &podIPs)))
 	if err != nil {
-		return "", fmt.Errorf("%w; the coredns Deployment and the DaemonSet's older pods are left serving", err)
+		kept := "the coredns Deployment is left as it was"
+		if write != ds {
+			kept += ", and the DaemonSet's older pods keep serving (its roll held: install again finishes it)"
+		}
+		return "", fmt.Errorf("%w; %s", err, kept)
 	}
 	live := &appsv1.DaemonSet{}
 	if err := env.Client.Get(ctx, kube.Key(tunnelnodes.CoreDNSName), live); err != nil {
