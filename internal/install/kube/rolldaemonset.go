@@ -52,22 +52,11 @@ func ApplyDryRun(ctx context.Context, env *engine.Env, ss *engine.StepState, obj
 	return Apply(ctx, &dry, ss, obj.DeepCopy())
 }
 
-// OlderDaemonSetPods are the DaemonSet's pods of an older template on
-// Ready nodes, not yet being deleted: the ones a roll replaces. Those on
+// OlderDaemonSetPods are ds's pods of an older template on nodes not in
+// notReady, not yet being deleted: the ones a roll replaces. Those on
 // NotReady nodes are left to the controller for when the node is back.
-func OlderDaemonSetPods(ctx context.Context, env *engine.Env, name string) ([]corev1.Pod, error) {
-	ds := &appsv1.DaemonSet{}
-	switch err := env.Client.Get(ctx, Key(name), ds); {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading DaemonSet %s: %w", name, err)
-	}
+func OlderDaemonSetPods(ctx context.Context, env *engine.Env, ds *appsv1.DaemonSet, notReady []string) ([]corev1.Pod, error) {
 	pods, err := ControlledPods(ctx, env, ds.Spec.Selector, ds.UID)
-	if err != nil {
-		return nil, err
-	}
-	_, notReady, err := ReadyNodes(ctx, env)
 	if err != nil {
 		return nil, err
 	}

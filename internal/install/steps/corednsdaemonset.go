@@ -207,7 +207,7 @@ func handOffToDaemonSet(ctx context.Context, env *engine.Env, ss *engine.StepSta
 	if err := env.Client.Get(ctx, kube.Key(tunnelnodes.CoreDNSName), live); err != nil {
 		return "", fmt.Errorf("reading DaemonSet %s: %w", tunnelnodes.CoreDNSName, err)
 	}
-	older, err := kube.OlderDaemonSetPods(ctx, env, tunnelnodes.CoreDNSName)
+	older, err := kube.OlderDaemonSetPods(ctx, env, live, *notReady)
 	if err != nil {
 		return "", err
 	}
