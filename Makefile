@@ -131,34 +131,46 @@ deps:
 		$(APT_GET) update -qq && $(APT_GET) install -y -qq --no-install-recommends $$missing; \
 	fi
 
-## test: vet; then side by side the unit and integration tests with -race (every fuzz test's seed
+## test: side by side, vet and the unit and integration tests with -race (every fuzz test's seed
 ## and regression corpus in testdata/fuzz runs as a test) with test/promrelabel's (its own module:
 ## Prometheus's relabel code), followed by each fuzz target for TEST_FUZZTIME on one worker, and
 ## the end-to-end tests under test/ without -race (they drive the real binaries, which -race would
 ## not instrument); then, alone on the machine's cores, the tests on the real two-node kubeadm
-## cluster (test/cluster, test/realcluster; root).
-CLUSTER_PKGS := ./test/cluster ./test/realcluster
+## cluster (test/realcluster; root), which bring it up, check it as built, share it, and check
+## that its teardown leaves nothing behind.
 test: prereqs
-	@date -u +'[make test] %T vet, then test-unit and fuzzing beside test-e2e'
-	$(GO) vet ./...
-	$(MAKE) -j2 test-unit-fuzz test-e2e
+	@date -u +'[make test] %T vet, test-unit, fuzzing and $(E2E_LAST) beside the other e2e tests'
+	$(MAKE) -j2 test-unit-fuzz-e2e-last test-e2e-first
 	@date -u +'[make test] %T the real-cluster tests'
-	$(GO) test -count=1 -p 1 -timeout 50m -v $(CLUSTER_PKGS) 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|\s*--- FAIL|--- |\s+\S+\.go:[0-9]+:|ok|FAIL|PASS|\[cluster\])'; \
-		status=$${PIPESTATUS[0]}; [ $$status = 0 ] || awk -f hack/failures.awk $(BIN)/cluster-test.txt; exit $$status
+	$(GO) test -count=1 -p 1 -timeout 50m -v ./test/realcluster 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|\s*--- FAIL|--- |\s+\S+\.go:[0-9]+:|ok|FAIL|PASS|\[cluster\]|realcluster: |panic: |\s+running tests:|\s+Test\S* \([0-9])'; \
+		status=$${PIPESTATUS[0]}; [ $$status = 0 ] || awk -v dirs="./test/realcluster" -f hack/failures.awk $(BIN)/cluster-test.txt; exit $$status
 	@date -u +'[make test] %T done'
 
-# test-unit (then the fuzzing) and test-e2e run side by side in make test:
-# the e2e tests mostly wait on the processes they drive while the -race
-# builds and the fuzz workers fill the cores.
-.PHONY: test-unit test-unit-fuzz test-e2e
+# In make test, test-unit, the fuzzing and then the longest e2e test
+# (E2E_LAST: three control planes, no answer timed) run side by side with
+# the other e2e tests (test-e2e-first): the e2e tests mostly wait on the
+# processes they drive while the -race builds and the fuzz workers fill the
+# cores. The e2e tests with a control plane of their own and no bound of a
+# second or two on an answer run three at a time (t.Parallel), after the
+# others. test-e2e runs them all.
+E2E_LAST := TestInstallInterrupted
+E2E_GO_TEST := $(GO) test -count=1 -timeout 30m -parallel 3
+.PHONY: test-unit test-unit-fuzz test-unit-fuzz-e2e-last test-e2e test-e2e-first
 test-unit:
+	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e /test/)
 	cd test/promrelabel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 test-unit-fuzz: test-unit
 	@date -u +'[make test] %T fuzzing'
 	FUZZ_WORKERS=1 hack/fuzz.sh $(TEST_FUZZTIME)
+test-unit-fuzz-e2e-last: test-unit-fuzz
+	@date -u +'[make test] %T $(E2E_LAST)'
+	$(E2E_GO_TEST) -run '^$(E2E_LAST)$$' ./test/e2e
+test-e2e-first:
+	$(E2E_GO_TEST) -skip '^$(E2E_LAST)$$' $$($(GO) list ./test/... | grep -v -e /test/realcluster)
+	@date -u +'[make test] %T the e2e tests but $(E2E_LAST) done'
 test-e2e:
-	$(GO) test -count=1 -timeout 30m $$($(GO) list ./test/... | grep -v -e /test/cluster -e /test/realcluster)
+	$(E2E_GO_TEST) $$($(GO) list ./test/... | grep -v -e /test/realcluster)
 
 ## fuzz: every Go fuzz test for FUZZTIME each (default 1m; FUZZTIME=10m for a soak).
 ## A crash writes its input to the package's testdata/fuzz: keep it as a regression test.

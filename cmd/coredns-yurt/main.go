@@ -1,5 +1,12 @@
 // Command coredns-yurt is stock CoreDNS, with every stock plugin in the stock
-// order, plus the yurthosts plugin placed immediately before hosts.
+// order, plus the yurthosts plugin placed immediately before hosts and the
+// takeover plugin immediately after bind.
+//
+// Listeners are plain TCP, not MPTCP (Go's default for listeners since
+// 1.24): the kernel attaches no SO_REUSEPORT program to an MPTCP socket,
+// which takeover needs, and DNS gains nothing from multipath.
+//
+//go:debug multipathtcp=0
 package main
 
 import (
@@ -8,6 +15,7 @@ import (
 	"slices"
 
 	"github.com/yurtdns/yurtdns/internal/version"
+	_ "github.com/yurtdns/yurtdns/plugin/takeover"
 	_ "github.com/yurtdns/yurtdns/plugin/yurthosts"
 
 	"github.com/coredns/caddy"
@@ -16,15 +24,17 @@ import (
 	"github.com/coredns/coredns/coremain"
 )
 
-// withYurthosts returns a copy of the stock directive list with yurthosts
+// withPlugins returns a copy of the stock directive list with yurthosts
 // inserted before hosts, so it answers node names before a hosts block and
-// before kubernetes and forward see the query.
-func withYurthosts(stock []string) ([]string, error) {
-	i := slices.Index(stock, "hosts")
-	if i < 0 {
-		return nil, fmt.Errorf("stock directive list has no hosts directive")
+// before kubernetes and forward see the query, and takeover after bind
+// (it serves no query; it reads the addresses bind sets).
+func withPlugins(stock []string) ([]string, error) {
+	hosts, bind := slices.Index(stock, "hosts"), slices.Index(stock, "bind")
+	if hosts < 0 || bind < 0 || bind > hosts {
+		return nil, fmt.Errorf("stock directive list has no bind before hosts")
 	}
-	return slices.Insert(slices.Clone(stock), i, "yurthosts"), nil
+	list := slices.Insert(slices.Clone(stock), hosts, "yurthosts")
+	return slices.Insert(list, bind+1, "takeover"), nil
 }
 
 // watchListEnv is client-go's switch for its WatchListClient feature gate,
@@ -45,7 +55,7 @@ func defaultWatchListOff() {
 
 func main() {
 	defaultWatchListOff()
-	directives, err := withYurthosts(dnsserver.Directives)
+	directives, err := withPlugins(dnsserver.Directives)
 	if err == nil {
 		err = dnsserver.SetDirectives(directives)
 	}

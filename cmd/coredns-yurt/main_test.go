@@ -31,26 +31,32 @@ func TestWatchListOffByDefault(t *testing.T) {
 	}
 }
 
-func TestWithYurthosts(t *testing.T) {
+func TestWithPlugins(t *testing.T) {
 	stock := slices.Clone(dnsserver.Directives)
-	got, err := withYurthosts(stock)
+	got, err := withPlugins(stock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(stock, dnsserver.Directives) {
 		t.Fatal("the stock list was modified")
 	}
-	if len(got) != len(stock)+1 {
-		t.Fatalf("len = %d, want %d (no directive may be lost)", len(got), len(stock)+1)
+	if len(got) != len(stock)+2 {
+		t.Fatalf("len = %d, want %d (no directive may be lost)", len(got), len(stock)+2)
 	}
 	i := slices.Index(got, "yurthosts")
 	if i < 0 || got[i+1] != "hosts" {
 		t.Fatalf("yurthosts not immediately before hosts: %v", got)
 	}
-	if !slices.Equal(slices.Delete(slices.Clone(got), i, i+1), stock) {
+	j := slices.Index(got, "takeover")
+	if j < 1 || got[j-1] != "bind" {
+		t.Fatalf("takeover not immediately after bind: %v", got)
+	}
+	if !slices.Equal(slices.DeleteFunc(slices.Clone(got), func(d string) bool { return d == "yurthosts" || d == "takeover" }), stock) {
 		t.Errorf("stock order changed")
 	}
-	if _, err := withYurthosts([]string{"forward"}); err == nil {
-		t.Error("want an error when hosts is missing")
+	for _, list := range [][]string{{"bind", "forward"}, {"hosts", "forward"}, {"hosts", "bind"}} {
+		if _, err := withPlugins(list); err == nil {
+			t.Errorf("%v: want an error", list)
+		}
 	}
 }

@@ -60,6 +60,7 @@ func (f *surgeryFlags) register(cmd *cobra.Command, withInstallFlags bool) {
 		fl.StringSliceVar(&f.opts.Skip, "skip", nil, "Steps to skip, of --profile's (see its steps there)")
 		registerImages(cmd, &f.opts)
 		fl.BoolVar(&f.opts.NodeLocalDNS, "node-local-dns", false, "Also run coredns-yurt as a node-local cache at "+nodelocal.Address.String()+
+			" (and "+nodelocal.Address6.String()+" on a cluster with IPv6 Services)"+
 			" on every node and point each node's kubelet clusterDNS at it (the node-local-dns step; revert undoes it)")
 		fl.BoolVar(&f.opts.ControlPlaneJobs, "control-plane-jobs", false, "Patch the static pod manifests with a Job on each control-plane node (instead of --manifests-dir)")
 		testOnlyExtraFlag(cmd, &f.opts.TestOnlyExtraFlags)

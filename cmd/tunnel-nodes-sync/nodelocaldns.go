@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
@@ -18,15 +19,23 @@ import (
 // what its DaemonSet's init container and per-node Jobs run on each node.
 // Hidden: internal (docs/cli.md).
 func newNodeLocalDNSCommand() *cobra.Command {
-	var address, link, kubeletDir, node string
+	var link, kubeletDir, node string
+	var addresses []string
 	var interval time.Duration
 	var timeout time.Duration
-	addr := func() (netip.Addr, error) {
-		a, err := netip.ParseAddr(address)
-		if err != nil {
-			return a, fmt.Errorf("--address: %w", err)
+	addrs := func() ([]netip.Addr, error) {
+		var as []netip.Addr
+		for _, s := range addresses {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("--address: %w", err)
+			}
+			as = append(as, a.Unmap())
 		}
-		return a, nil
+		if err := nodelocal.OnePerFamily(as); err != nil {
+			return nil, fmt.Errorf("--address: %w", err)
+		}
+		return as, nil
 	}
 	cmd := &cobra.Command{
 		Use:    "node-local-dns",
@@ -35,42 +44,46 @@ func newNodeLocalDNSCommand() *cobra.Command {
 		Args:   cobra.NoArgs,
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&address, "address", nodelocal.Address.String(), "The node-local cache's address")
+	pf.StringSliceVar(&addresses, "address", []string{nodelocal.Address.String()},
+		"The node-local cache's addresses, at most one per IP family, the cluster's primary family first (repeat the flag, or separate them with commas)")
 	pf.StringVar(&link, "interface", "lo", "The interface the address is on")
 	pf.StringVar(&kubeletDir, "kubelet-dir", "/var/lib/kubelet", "The kubelet's directory (its config.yaml; the original is kept in yurtdns-backup/ there)")
 	pf.DurationVar(&timeout, "timeout", 5*time.Minute, "How long to wait for the cache to answer and for the restarted kubelet to be healthy")
 
 	cmd.AddCommand(&cobra.Command{
 		Use:   "setup",
-		Short: "Put --address on --interface and keep its traffic out of conntrack (idempotent)",
+		Short: "Put each --address on --interface and keep its traffic out of conntrack (idempotent)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := addr()
+			as, err := addrs()
 			if err != nil {
 				return err
 			}
-			added, err := nodelocal.EnsureAddress(link, a)
-			if err != nil {
-				return err
+			for _, a := range as {
+				added, err := nodelocal.EnsureAddress(link, a)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s on %s: %s\n", a, link, outcome(added, "added", "already there"))
+				if err := nodelocal.EnsureNotrack(a); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "traffic to and from %s: not tracked (nftables table %s)\n", a, tableName(as, a))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s on %s: %s\n", a, link, outcome(added, "added", "already there"))
-			if err := nodelocal.EnsureNotrack(a); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "traffic to and from %s: not tracked (nftables table %s)\n", a, nodelocal.NotrackTable)
 			return nil
 		},
 	}, &cobra.Command{
 		Use:   "switch-kubelet",
-		Short: "Once --address answers, point the kubelet's clusterDNS at it and restart the kubelet",
+		Short: "Once each --address answers, point the kubelet's clusterDNS at them (in order) and restart the kubelet",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := addr()
+			as, err := addrs()
 			if err != nil {
 				return err
 			}
+			a := strings.Join(nodelocal.Strings(as), ",")
 			files := nodelocal.NewKubeletFiles(kubeletDir)
-			changed, err := nodelocal.Switch(cmd.Context(), nodelocal.SwitchOptions{Files: files, Address: a, Timeout: timeout})
+			changed, err := nodelocal.Switch(cmd.Context(), nodelocal.SwitchOptions{Files: files, Addresses: as, Timeout: timeout})
 			if err != nil {
 				return err
 			}
@@ -104,29 +117,26 @@ func newNodeLocalDNSCommand() *cobra.Command {
 		},
 	}, &cobra.Command{
 		Use:   "teardown",
-		Short: "Undo setup once the cache is gone: take --address off --interface, drop the nftables table (idempotent)",
+		Short: "Undo setup once the cache is gone: take each --address off --interface, drop the nftables tables (idempotent)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := addr()
-			if err != nil {
-				return err
-			}
-			addrRemoved, tableRemoved, err := nodelocal.Teardown(link, a)
+			as, err := addrs()
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%s on %s: %s\n", a, link, outcome(addrRemoved, "removed", "not there"))
-			fmt.Fprintf(out, "nftables table %s: %s\n", nodelocal.NotrackTable, outcome(tableRemoved, "removed", "not there"))
-			return nil
+			return tearDownEach(link, as, func(a netip.Addr, addrRemoved, tableRemoved bool) {
+				fmt.Fprintf(out, "%s on %s: %s\n", a, link, outcome(addrRemoved, "removed", "not there"))
+				fmt.Fprintf(out, "nftables table %s: %s\n", tableName(as, a), outcome(tableRemoved, "removed", "not there"))
+			})
 		},
 	})
 	linger := &cobra.Command{
 		Use:   "linger",
-		Short: "The leftover forwarder's watch: once no pod on --node resolves at --address, tear the node down (as teardown) and let the leftover go",
+		Short: "The leftover forwarder's watch: once no pod on --node resolves at the --address list, tear the node down (as teardown) and let the leftover go",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := addr()
+			as, err := addrs()
 			if err != nil {
 				return err
 			}
@@ -140,12 +150,9 @@ func newNodeLocalDNSCommand() *cobra.Command {
 			}
 			return leftover.Linger{Client: cs, Namespace: tunnelnodes.Namespace, Node: node, Interval: interval,
 				TearDown: func() error {
-					addrRemoved, tableRemoved, err := nodelocal.Teardown(link, a)
-					if err != nil {
-						return err
-					}
-					klog.InfoS("Node torn down", "address", a, "interface", link, "addressRemoved", addrRemoved, "table", nodelocal.NotrackTable, "tableRemoved", tableRemoved)
-					return nil
+					return tearDownEach(link, as, func(a netip.Addr, addrRemoved, tableRemoved bool) {
+						klog.InfoS("Node torn down", "address", a, "interface", link, "addressRemoved", addrRemoved, "table", tableName(as, a), "tableRemoved", tableRemoved)
+					})
 				}}.Run(cmd.Context())
 		},
 	}
@@ -156,6 +163,29 @@ func newNodeLocalDNSCommand() *cobra.Command {
 	}
 	cmd.AddCommand(linger)
 	return cmd
+}
+
+// tearDownEach undoes setup for each of as (nodelocal.Teardown) and tells
+// report what it did there.
+func tearDownEach(link string, as []netip.Addr, report func(a netip.Addr, addrRemoved, tableRemoved bool)) error {
+	for _, a := range as {
+		addrRemoved, tableRemoved, err := nodelocal.Teardown(link, a)
+		if err != nil {
+			return err
+		}
+		report(a, addrRemoved, tableRemoved)
+	}
+	return nil
+}
+
+// tableName is the NOTRACK table of a's family: its bare name for the IPv4
+// address alone (as before IPv6; nft's default family), else its family and
+// name.
+func tableName(as []netip.Addr, a netip.Addr) string {
+	if len(as) == 1 && a.Is4() {
+		return nodelocal.NotrackTable
+	}
+	return nodelocal.TableName(a)
 }
 
 // outcome says whether an idempotent action changed anything.

@@ -1,62 +1,29 @@
 package nodelocal
 
 import (
+	"bytes"
 	"math"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
+	"slices"
 	"testing"
 	"time"
 
-	"github.com/google/nftables"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
-)
+	"github.com/yurtdns/yurtdns/internal/nodelocal/netnstest"
 
-// inNewNetns runs f on a locked thread in a network namespace of its own
-// (root only), so the node's own addresses and tables are never touched,
-// with the namespace's lo up.
-func inNewNetns(t *testing.T, f func(lo netlink.Link)) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace")
-	}
-	runtime.LockOSThread()
-	origin, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := netns.Set(origin); err != nil {
-			t.Fatalf("back to the original network namespace: %v", err)
-		}
-		// Only a thread back in its own namespace may run other goroutines.
-		runtime.UnlockOSThread()
-		ns.Close()
-		origin.Close()
-	}()
-	lo, err := netlink.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := netlink.LinkSetUp(lo); err != nil {
-		t.Fatal(err)
-	}
-	f(lo)
-}
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+)
 
 // TestAddressAndNotrack: in a fresh network namespace, the address goes on
 // lo with host scope (and an earlier global one is replaced), is never the
 // source the node picks for a Service CIDR routed through an interface
 // without an address, and setup and its undo are idempotent.
 func TestAddressAndNotrack(t *testing.T) {
-	inNewNetns(t, func(lo netlink.Link) {
+	netnstest.Run(t, func(lo netlink.Link) {
 		// A Service CIDR routed through lo, which has no address of its
 		// own in that range: the case the source selection gets wrong.
 		_, svc, _ := net.ParseCIDR("10.96.0.0/12")
@@ -141,7 +108,7 @@ func TestAddressAndNotrack(t *testing.T) {
 // re-add, which would blink it under a running cache).
 func TestAddress6(t *testing.T) {
 	addr := netip.MustParseAddr("fd84:5bd1:ae3::10")
-	inNewNetns(t, func(lo netlink.Link) {
+	netnstest.Run(t, func(lo netlink.Link) {
 		// The node's own global address, and a Service CIDR routed
 		// through a link that has no address in it.
 		node := &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("2001:db8:100::11"), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}
@@ -225,4 +192,98 @@ func TestAddress6(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSetupBothFamilies: the IPv4 and the IPv6 address each go on lo and
+// get their own family's NOTRACK table (3 rules each, matching that
+// address), and Teardown of one leaves the other family's alone.
+func TestSetupBothFamilies(t *testing.T) {
+	netnstest.Run(t, func(lo netlink.Link) {
+		addrs := Addresses([]corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol})
+		if err := OnePerFamily(addrs); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range addrs {
+			if added, err := EnsureAddress("lo", a); err != nil || !added {
+				t.Fatalf("EnsureAddress %s: added %v, %v", a, added, err)
+			}
+			if err := EnsureNotrack(a); err != nil {
+				t.Fatalf("EnsureNotrack %s: %v", a, err)
+			}
+		}
+		c, err := nftables.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rulesOf := func(family nftables.TableFamily) (rules int, matches int, a netip.Addr) {
+			chains, err := c.ListChainsOfTableFamily(family)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a = Address
+			if family == nftables.TableFamilyIPv6 {
+				a = Address6
+			}
+			for _, ch := range chains {
+				if ch.Table.Name != NotrackTable {
+					continue
+				}
+				rs, err := c.GetRules(ch.Table, ch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rs {
+					rules++
+					for _, e := range r.Exprs {
+						if cmp, ok := e.(*expr.Cmp); ok && bytes.Equal(cmp.Data, a.AsSlice()) {
+							matches++
+						}
+					}
+				}
+			}
+			return rules, matches, a
+		}
+		for _, family := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+			if rules, matches, a := rulesOf(family); rules != 3 || matches != 3 {
+				t.Errorf("family %d: table %s has %d rules, %d matching %s; want 3 and 3", family, NotrackTable, rules, matches, a)
+			}
+		}
+		if a, tr, err := Teardown("lo", Address); err != nil || !a || !tr {
+			t.Fatalf("Teardown %s: %v %v %v", Address, a, tr, err)
+		}
+		if rules, _, _ := rulesOf(nftables.TableFamilyIPv6); rules != 3 {
+			t.Errorf("the IPv6 table has %d rules after the IPv4 teardown, want 3", rules)
+		}
+		v6, err := netlink.AddrList(lo, netlink.FAMILY_V6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(v6, func(x netlink.Addr) bool { return x.IP.Equal(net.IP(Address6.AsSlice())) }) {
+			t.Errorf("%s gone from lo after the IPv4 teardown", Address6)
+		}
+		if a, tr, err := Teardown("lo", Address6); err != nil || !a || !tr {
+			t.Fatalf("Teardown %s: %v %v %v", Address6, a, tr, err)
+		}
+		if rules, _, _ := rulesOf(nftables.TableFamilyIPv6); rules != 0 {
+			t.Errorf("the IPv6 table has %d rules after its teardown", rules)
+		}
+	})
+}
+
+func TestOnePerFamily(t *testing.T) {
+	v4b := netip.MustParseAddr("169.254.20.11")
+	for _, tc := range []struct {
+		addrs []netip.Addr
+		ok    bool
+	}{
+		{nil, false},
+		{[]netip.Addr{Address}, true},
+		{[]netip.Addr{Address6, Address}, true},
+		{[]netip.Addr{Address, v4b}, false},
+		{[]netip.Addr{Address6, Address6}, false},
+	} {
+		if err := OnePerFamily(tc.addrs); (err == nil) != tc.ok {
+			t.Errorf("OnePerFamily(%v) = %v, want ok %v", tc.addrs, err, tc.ok)
+		}
+	}
 }

@@ -98,3 +98,33 @@ func Teardown(link string, addr netip.Addr) (addrRemoved, tableRemoved bool, err
 	tableRemoved, err = RemoveNotrack(addr)
 	return addrRemoved, tableRemoved, err
 }
+
+// OnePerFamily checks addrs for the node-local-dns commands: at least one,
+// and at most one of each IP family (each family's NOTRACK table is
+// written for one address).
+func OnePerFamily(addrs []netip.Addr) error {
+	if len(addrs) == 0 {
+		return fmt.Errorf("no address")
+	}
+	var v4, v6 int
+	for _, a := range addrs {
+		if a.Is4() {
+			v4++
+		} else {
+			v6++
+		}
+	}
+	if v4 > 1 || v6 > 1 {
+		return fmt.Errorf("%v: at most one address of each IP family", addrs)
+	}
+	return nil
+}
+
+// TableName is the NOTRACK table of addr's family as nft names it
+// ("ip yurtdns-node-local", "ip6 yurtdns-node-local").
+func TableName(addr netip.Addr) string {
+	if family, _, _ := notrackFamily(addr); family == nftables.TableFamilyIPv4 {
+		return "ip " + NotrackTable
+	}
+	return "ip6 " + NotrackTable
+}

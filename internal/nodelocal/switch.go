@@ -30,16 +30,18 @@ func NewKubeletFiles(dir string) KubeletFiles {
 
 // SwitchOptions are what the switch of one node needs.
 type SwitchOptions struct {
-	Files   KubeletFiles
-	Address netip.Addr
+	Files KubeletFiles
+	// Addresses are the cache's, one per IP family, the cluster's primary
+	// family first: clusterDNS lists them in this order.
+	Addresses []netip.Addr
 	// Timeout bounds each wait: the address answering, the kubelet back.
 	Timeout time.Duration
 }
 
 // Switch points the node's kubelet at the node-local cache, only once the
-// cache answers a cluster name on Address: the original file is kept in
-// Files.Backup, clusterDNS set to Address, the kubelet restarted and
-// healthy. A node already switched is left as it is (changed false).
+// cache answers a cluster name on each of Addresses: the original file is
+// kept in Files.Backup, clusterDNS set to Addresses, the kubelet restarted
+// and healthy. A node already switched is left as it is (changed false).
 func Switch(ctx context.Context, o SwitchOptions) (changed bool, err error) {
 	data, err := os.ReadFile(o.Files.Config)
 	if err != nil {
@@ -49,7 +51,10 @@ func Switch(ctx context.Context, o SwitchOptions) (changed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	next, changed, err := SetClusterDNS(data, []string{o.Address.String()})
+	if len(o.Addresses) == 0 {
+		return false, errors.New("no node-local address to switch the kubelet to")
+	}
+	next, changed, err := SetClusterDNS(data, Strings(o.Addresses))
 	if err != nil {
 		return false, err
 	}
@@ -64,13 +69,24 @@ func Switch(ctx context.Context, o SwitchOptions) (changed bool, err error) {
 		return err == nil, err
 	}
 	name := "kubernetes.default.svc." + cfg.ClusterDomain
-	if err := WaitAnswers(ctx, o.Address, name, o.Timeout); err != nil {
-		return false, err
+	for _, a := range o.Addresses {
+		if err := WaitAnswers(ctx, a, name, o.Timeout); err != nil {
+			return false, err
+		}
 	}
 	// The backup is the file as it is now (an interrupted switch left the
-	// original in place, so rewriting the backup loses nothing).
-	if err := writeAtomic(o.Files.Backup, data); err != nil {
+	// original in place, so rewriting the backup loses nothing), unless the
+	// node is switched already, to other node-local addresses (an earlier
+	// install's IPv4 one, the cluster dual-stack since): the backup holds
+	// the original then.
+	keep, err := keepBackup(o.Files.Backup, cfg.ClusterDNS)
+	if err != nil {
 		return false, err
+	}
+	if !keep {
+		if err := writeAtomic(o.Files.Backup, data); err != nil {
+			return false, err
+		}
 	}
 	if err := writeAtomic(o.Files.Config, next); err != nil {
 		return false, err
@@ -82,6 +98,29 @@ func Switch(ctx context.Context, o SwitchOptions) (changed bool, err error) {
 		return false, errors.Join(err, rerr)
 	}
 	return true, nil
+}
+
+// keepBackup: a backup is there and clusterDNS (the file's now) names only
+// node-local addresses, so the file is switched and the backup is its
+// original.
+func keepBackup(backup string, clusterDNS []string) (bool, error) {
+	if _, err := os.Stat(backup); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return switchedTo(clusterDNS), nil
+}
+
+// switchedTo: clusterDNS is not empty and names node-local addresses only.
+func switchedTo(clusterDNS []string) bool {
+	for _, s := range clusterDNS {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a != Address && a != Address6 {
+			return false
+		}
+	}
+	return len(clusterDNS) > 0
 }
 
 // RestoreOutcome is what Restore did.
@@ -144,7 +183,8 @@ func Restore(ctx context.Context, files KubeletFiles, timeout time.Duration) (Re
 }
 
 // WaitAnswers asks server (port 53) for name's A record every half second
-// until it answers one.
+// until it answers one (or its AAAA record: on an IPv6-only cluster the
+// name has no A record).
 func WaitAnswers(ctx context.Context, server netip.Addr, name string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -153,6 +193,12 @@ func WaitAnswers(ctx context.Context, server netip.Addr, name string, timeout ti
 	last := "no answer yet"
 	for {
 		r, _, err := c.ExchangeContext(ctx, new(dns.Msg).SetQuestion(dns.Fqdn(name), dns.TypeA), addr)
+		if err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) == 0 {
+			// NODATA for A: a name of an IPv6-only cluster.
+			if r6, _, err6 := c.ExchangeContext(ctx, new(dns.Msg).SetQuestion(dns.Fqdn(name), dns.TypeAAAA), addr); err6 == nil {
+				r = r6
+			}
+		}
 		switch {
 		case err != nil:
 			last = err.Error()

@@ -82,6 +82,7 @@ func TestWatcherFollowsShardsOnFakeClientset(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("master-1.", "[192.168.0.3]") // the set again
+	// Set before the records are published: a scrape after an answer agrees.
 	if got := testutil.ToFloat64(shardsServed.WithLabelValues(ns + "/" + name)); got != 2 {
 		t.Errorf("shards served %v, want 2", got)
 	}

@@ -198,8 +198,7 @@ func (w *watcher) rebuild() {
 		recs = w.build(cm, svc)
 		trigger = tunnelnodes.TriggerTime(cm)
 	}
-	w.publish(recs)
-
+	// The gauges first: whoever sees the new answers scrapes them already.
 	now := time.Now()
 	entries.WithLabelValues(ref).Set(float64(recs.names))
 	lastSyncTimestamp.WithLabelValues(ref).Set(float64(now.UnixNano()) / 1e9)
@@ -212,6 +211,7 @@ func (w *watcher) rebuild() {
 		w.servedShards = set.Count
 		shardsServed.WithLabelValues(ref).Set(float64(set.Count))
 	}
+	w.publish(recs)
 	wasSynced := w.synced.Load()
 	if !wasSynced && listed {
 		w.synced.Store(true)

@@ -16,9 +16,12 @@ import (
 
 	"github.com/yurtdns/yurtdns/test/harness"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 )
 
 const (
@@ -71,8 +74,8 @@ type Cluster struct {
 // The nodes: master-1, a cloud node and the control plane; worker-1, an edge node.
 func newNodes(c *Cluster) []*Node {
 	nodes := []*Node{
-		{Name: "master-1", IP: "198.51.100.10", PodCIDR: "10.244.0.0/24", short: "m1"},
-		{Name: "worker-1", IP: "198.51.100.11", PodCIDR: "10.244.1.0/24", short: "w1", Edge: true},
+		{Name: "master-1", IP: "198.51.100.10", IP6: "2001:db8:100::10", PodCIDR: "10.244.0.0/24", PodCIDR6: "2001:db8:244::/64", short: "m1"},
+		{Name: "worker-1", IP: "198.51.100.11", IP6: "2001:db8:100::11", PodCIDR: "10.244.1.0/24", PodCIDR6: "2001:db8:244:1::/64", short: "w1", Edge: true},
 	}
 	for _, n := range nodes {
 		n.c, n.netns, n.dir = c, "yurtdns-"+n.Name, filepath.Join(c.dir, "nodes", n.Name)
@@ -228,6 +231,9 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 	}
 	c.Kubeconfig = filepath.Join(m.dir, "state", "etc_kubernetes", "admin.conf")
 	c.logf("kubeadm init done")
+	if err := c.dualStackKubeDNS(ctx); err != nil {
+		return fmt.Errorf("kube-dns of both families: %w", err)
+	}
 	if err := c.startYurtManager(ctx); err != nil {
 		return fmt.Errorf("yurt-manager: %w", err)
 	}
@@ -251,6 +257,30 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 	}
 	c.logf("yurt-tunnel-server and yurt-tunnel-agent up")
 	return nil
+}
+
+// dualStackKubeDNS gives kube-dns a ClusterIP of each family, as Kubernetes'
+// own CoreDNS addon does (cluster/addons/dns/coredns): kubeadm makes it
+// SingleStack, of the first family. kubeadm upgrade keeps that (its update
+// names neither the policy nor the ClusterIPs, and the apiserver keeps the
+// Service's).
+func (c *Cluster) dualStackKubeDNS(ctx context.Context) error {
+	cs, err := c.Clientset()
+	if err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		svc, err := cs.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		dual := corev1.IPFamilyPolicyPreferDualStack
+		svc.Spec.IPFamilyPolicy = &dual
+		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+		svc.Spec.ClusterIPs = []string{kubeDNSIP, kubeDNSIP6}
+		_, err = cs.CoreV1().Services("kube-system").Update(ctx, svc, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // waitReady waits for every node Ready, kube-proxy and CoreDNS rolled out,
@@ -300,6 +330,9 @@ func (n *Node) Dig(ctx context.Context, server, name, qtype string, extra ...str
 
 // KubeDNSIP is the kube-dns Service's ClusterIP.
 func KubeDNSIP() string { return kubeDNSIP }
+
+// KubeDNSIP6 is the kube-dns Service's IPv6 ClusterIP.
+func KubeDNSIP6() string { return kubeDNSIP6 }
 
 // Kubectl runs kubectl with the admin kubeconfig.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
@@ -497,13 +530,9 @@ func (c *Cluster) sysctlFile() string { return filepath.Join(c.cacheDir, "sysctl
 // saveSysctls records the machine's settings before any kubelet runs. A
 // record left by a killed run was restored by teardown and is rewritten.
 func (c *Cluster) saveSysctls() error {
-	values := map[string]string{}
-	for _, k := range machineSysctls {
-		v, err := os.ReadFile("/proc/sys/" + k)
-		if err != nil {
-			return err
-		}
-		values[k] = strings.TrimSpace(string(v))
+	values, err := readMachineSysctls()
+	if err != nil {
+		return err
 	}
 	data, _ := json.Marshal(values)
 	return os.WriteFile(c.sysctlFile(), data, 0o644)

@@ -37,8 +37,8 @@ clusterName: yurtdns-test
 controlPlaneEndpoint: {{ip}}:6443
 imageRepository: registry.k8s.io
 networking:
-  podSubnet: {{podCIDR}}
-  serviceSubnet: {{serviceCIDR}}
+  podSubnet: {{podCIDR}},{{podCIDR6}}
+  serviceSubnet: {{serviceCIDR}},{{serviceCIDR6}}
   dnsDomain: cluster.local
 apiServer:
   certSANs: [{{ip}}, {{name}}, 127.0.0.1]
@@ -76,7 +76,7 @@ evictionHard:
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
-clusterCIDR: {{podCIDR}}
+clusterCIDR: {{podCIDR}},{{podCIDR6}}
 # nf_conntrack_max and the TCP timeouts are machine-wide: leave them alone.
 conntrack:
   maxPerCore: 0
@@ -105,7 +105,7 @@ const nodeRegistration = `  name: {{name}}
   taints: []
   kubeletExtraArgs:
   - name: node-ip
-    value: {{ip}}
+    value: {{ip}},{{ip6}}
 {{labels}}`
 
 // auditPolicy logs who wrote which ConfigMap of kube-system, nothing else.
@@ -159,12 +159,15 @@ func (c *Cluster) kubeadmConfigAs(n *Node, nodeName string) (string, error) {
 	text := strings.NewReplacer("{{registration}}", nodeRegistration).Replace(tmpl)
 	text = strings.NewReplacer(
 		"{{token}}", bootstrapToken,
+		"{{ip6}}", n.IP6,
 		"{{ip}}", n.IP,
 		"{{name}}", nodeName,
 		"{{labels}}", labels,
 		"{{patches}}", KubeadmPatchesDir,
 		"{{version}}", c.startVersion,
+		"{{podCIDR6}}", podCIDR6,
 		"{{podCIDR}}", podCIDR,
+		"{{serviceCIDR6}}", serviceCIDR6,
 		"{{serviceCIDR}}", serviceCIDR,
 		"{{masterIP}}", c.Nodes[0].IP,
 	).Replace(text)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,9 +28,10 @@ var nodeNamespaceScript string
 // Node is one machine of the cluster: a network and a mount namespace with
 // its own containerd and kubelet.
 type Node struct {
-	Name    string
-	IP      string
-	PodCIDR string
+	Name string
+	// IP and PodCIDR are the node's IPv4 ones, IP6 and PodCIDR6 its IPv6.
+	IP, IP6           string
+	PodCIDR, PodCIDR6 string
 	// Edge nodes carry openyurt.io/is-edge-worker=true.
 	Edge bool
 
@@ -46,6 +48,9 @@ type Node struct {
 	containerd, stubResolver *process
 
 	kubelet service
+	// kubeletStarts are the times StartKubelet started the kubelet.
+	kubeletStartsMu sync.Mutex
+	kubeletStarts   []time.Time
 	// yurthub runs on edge nodes, as yurtadm join's systemd unit runs it.
 	yurthub service
 
@@ -196,7 +201,7 @@ const cniConfig = `{
   "plugins": [
     {
       "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-      "ipam": {"type": "host-local", "ranges": [[{"subnet": "%s"}]], "routes": [{"dst": "0.0.0.0/0"}]}
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": "%s"}], [{"subnet": "%s"}]], "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]}
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
@@ -228,7 +233,7 @@ func (n *Node) startRuntime(images []string, sandboxImage string) error {
 	if err := os.MkdirAll(cniDir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(cniDir, "10-yurtdns.conflist"), []byte(fmt.Sprintf(cniConfig, n.PodCIDR)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cniDir, "10-yurtdns.conflist"), []byte(fmt.Sprintf(cniConfig, n.PodCIDR, n.PodCIDR6)), 0o644); err != nil {
 		return err
 	}
 	config := filepath.Join(n.dir, "containerd.toml")
@@ -327,7 +332,22 @@ func (s *service) Stop() {
 // StartKubelet starts the node's kubelet once kubeadm has written its
 // configuration, with the flags kubeadm wrote, and restarts it when it
 // exits, until StopKubelet.
-func (n *Node) StartKubelet() { n.kubelet.Start() }
+func (n *Node) StartKubelet() {
+	n.kubeletStartsMu.Lock()
+	n.kubeletStarts = append(n.kubeletStarts, time.Now())
+	n.kubeletStartsMu.Unlock()
+	n.kubelet.Start()
+}
+
+// KubeletStartedWithin reports whether StartKubelet started the node's
+// kubelet in [at-before, at+after].
+func (n *Node) KubeletStartedWithin(at time.Time, before, after time.Duration) bool {
+	n.kubeletStartsMu.Lock()
+	defer n.kubeletStartsMu.Unlock()
+	return slices.ContainsFunc(n.kubeletStarts, func(s time.Time) bool {
+		return !s.Before(at.Add(-before)) && !s.After(at.Add(after))
+	})
+}
 
 // StopKubelet stops the kubelet (the node goes NotReady; its pods keep
 // running, as on a machine whose kubelet died).
@@ -475,7 +495,7 @@ func (n *Node) Netns() string { return n.netns }
 // PodLogs reads what the containers of a pod on the node have logged, from
 // the kubelet's log files (/var/log/pods), without the apiserver.
 func (n *Node) PodLogs(namespace, pod string) (string, error) {
-	dirs, _ := filepath.Glob(filepath.Join(n.StateDir("var/log/pods"), namespace+"_"+pod+"_*"))
+	dirs, _ := filepath.Glob(n.podLogDir(namespace, pod))
 	if len(dirs) == 0 {
 		return "", fmt.Errorf("no logs of pod %s/%s on %s", namespace, pod, n.Name)
 	}
@@ -489,6 +509,23 @@ func (n *Node) PodLogs(namespace, pod string) (string, error) {
 		logs.Write(data)
 	}
 	return logs.String(), nil
+}
+
+// podLogDir is the glob of the kubelet's log directory of the pod (named
+// with its UID).
+func (n *Node) podLogDir(namespace, pod string) string {
+	return filepath.Join(n.StateDir("var/log/pods"), namespace+"_"+pod+"_*")
+}
+
+// ContainerLog is what the kubelet logged of the container's attempt-th run
+// (0 the first) in the pod, from the node's log files.
+func (n *Node) ContainerLog(namespace, pod, container string, attempt int32) (string, error) {
+	files, _ := filepath.Glob(filepath.Join(n.podLogDir(namespace, pod), container, fmt.Sprintf("%d.log", attempt)))
+	if len(files) == 0 {
+		return "", fmt.Errorf("no log of run %d of %s in pod %s/%s on %s", attempt, container, namespace, pod, n.Name)
+	}
+	data, err := os.ReadFile(files[0])
+	return string(data), err
 }
 
 // StaticPodManifestContains reports whether the node's static pod manifest

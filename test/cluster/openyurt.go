@@ -198,11 +198,13 @@ var tunnelServerSelector = map[string]string{"k8s-app": "yurt-tunnel-server"}
 
 // TunnelService is yurt-tunnel-server's internal Service as its chart made
 // it (10250 → 10263, 10255 → 10264), with the label the server's Service
-// informer selects by.
+// informer selects by, and a ClusterIP of each family (the chart's is
+// SingleStack: an edge node's name then has no IPv6 address).
 func TunnelService() *corev1.Service {
+	dual := corev1.IPFamilyPolicyPreferDualStack
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.ServiceName, Namespace: tunnelnodes.Namespace, Labels: map[string]string{"name": "yurt-tunnel-server"}},
-		Spec: corev1.ServiceSpec{Selector: tunnelServerSelector, Ports: []corev1.ServicePort{
+		Spec: corev1.ServiceSpec{Selector: tunnelServerSelector, IPFamilyPolicy: &dual, Ports: []corev1.ServicePort{
 			{Name: "https", Port: 10250, TargetPort: intstr.FromInt32(tunnelnodes.DefaultHTTPSTargetPort), Protocol: corev1.ProtocolTCP},
 			{Name: "http", Port: 10255, TargetPort: intstr.FromInt32(tunnelnodes.DefaultHTTPTargetPort), Protocol: corev1.ProtocolTCP},
 		}},

@@ -12,7 +12,7 @@ import (
 // edge node like worker-1. It is defined up front so that teardown removes
 // it whether or not a run brought it up.
 func spareNode(c *Cluster) *Node {
-	n := &Node{Name: "edge-spare", IP: "198.51.100.12", PodCIDR: "10.244.2.0/24", short: "s1", Edge: true}
+	n := &Node{Name: "edge-spare", IP: "198.51.100.12", IP6: "2001:db8:100::12", PodCIDR: "10.244.2.0/24", PodCIDR6: "2001:db8:244:2::/64", short: "s1", Edge: true}
 	n.c, n.netns, n.dir = c, "yurtdns-"+n.Name, filepath.Join(c.dir, "nodes", n.Name)
 	n.kubelet.start, n.yurthub.start = n.startKubeletOnce, n.startYurthubOnce
 	return n
@@ -47,6 +47,9 @@ func (c *Cluster) AddSpareNode(ctx context.Context) (*Node, error) {
 	}
 	for _, p := range c.Nodes {
 		if err := ip("-n", p.netns, "route", "add", n.PodCIDR, "via", n.IP); err != nil {
+			return nil, err
+		}
+		if err := ip("-n", p.netns, "-6", "route", "add", n.PodCIDR6, "via", n.IP6); err != nil {
 			return nil, err
 		}
 	}

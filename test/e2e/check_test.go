@@ -127,6 +127,7 @@ func checkJSON(t *testing.T, kubeconfig string, args ...string) (preflight.Repor
 // a ✔ line per check and exits 0, as install --check does; -o json is the
 // report; nothing is written.
 func TestCheckPasses(t *testing.T) {
+	t.Parallel()
 	k := newCheckedCluster(t)
 	before := clusterVersions(t, k)
 
@@ -171,6 +172,7 @@ func TestCheckPasses(t *testing.T) {
 // yurthub and a node without install's images each fail with what to do;
 // exit 2, in text, json and install --check; nothing is written.
 func TestCheckFails(t *testing.T) {
+	t.Parallel()
 	k := newCheckedCluster(t)
 	setTunnelServerStrategy(t, k, appsv1.RollingUpdateDeploymentStrategyType)
 	k.CreateNode(t, harness.Node{Name: "worker-2", InternalIP: "192.168.1.22", Edge: true, Ready: true})
@@ -226,6 +228,7 @@ func TestCheckFails(t *testing.T) {
 // runs Raven's checks without --profile, and refuses another one, as
 // status does.
 func TestCheckProfileFromInstallState(t *testing.T) {
+	t.Parallel()
 	cp := newRavenCluster(t)
 	if out, err := runSync(t, cp, "install", "--profile", "raven", "--skip=raven-rbac,raven-corefile,raven-proxy-dns,gateway-dns,raven-sync"); err != nil {
 		t.Fatalf("install --profile raven: %v\n%s", err, out)

@@ -114,6 +114,7 @@ const recordsOnly = "--skip=rbac,corefile,coredns-daemonset,kube-dns-topology,ku
 // documented report, and the exit code tells apart not installed (3),
 // applied (0), drifted (2) and an error (1), in text as in json.
 func TestStatusOutputAndExitCodes(t *testing.T) {
+	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
 	ctx := context.Background()
@@ -175,6 +176,7 @@ func TestStatusOutputAndExitCodes(t *testing.T) {
 // revert take the profile from the install state; --profile yurt-tunnel
 // is refused, naming the recorded one, and changes nothing.
 func TestProfileFromInstallState(t *testing.T) {
+	t.Parallel()
 	cp := newRavenCluster(t)
 	if out, err := runSync(t, cp, "install", "--profile", "raven", "--skip=raven-rbac,raven-corefile,raven-proxy-dns,gateway-dns,raven-sync"); err != nil {
 		t.Fatalf("install --profile raven: %v\n%s", err, out)
@@ -202,6 +204,7 @@ func TestProfileFromInstallState(t *testing.T) {
 // while the apiserver is unreachable (as after a killed install restarted
 // it) wait for it, saying so on stderr, from their first call on.
 func TestFirstCallWaitsOutTheAPIServer(t *testing.T) {
+	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
 	kubeconfig, proxy := cp.ProxiedKubeconfig(t, cp.Kubeconfig)

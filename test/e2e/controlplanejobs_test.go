@@ -51,6 +51,7 @@ func completeJobs(t *testing.T, cp *harness.ControlPlane, action string) (stop f
 // kube-apiserver mirror pod) with the host's /etc/kubernetes mounted;
 // revert runs the restoring Jobs and cleans both up.
 func TestControlPlaneJobs(t *testing.T) {
+	t.Parallel()
 	k := newKubeadmCluster(t)
 	ctx := context.Background()
 	k.CreateNode(t, harness.Node{Name: "master-2", InternalIP: "192.168.0.11"})

@@ -19,6 +19,7 @@ import (
 // with an error naming the step, repairs the cause and runs install again:
 // it must converge, and revert must then restore the originals.
 func TestInstallResumesAfterFailures(t *testing.T) {
+	t.Parallel()
 	k := newKubeadmCluster(t)
 	ctx := context.Background()
 	cms := k.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace)

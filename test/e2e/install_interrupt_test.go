@@ -66,11 +66,13 @@ const (
 //
 // Control planes are reused: each case starts from the originals the
 // previous revert restored (so revert→install cycles are tested too). The
-// steps run on two control planes side by side, because an install spends
-// most of its time in its client's rate limiter; a step whose case failed
-// hands its control plane back as unusable and the next step starts afresh.
+// steps run on three control planes side by side (make test runs the e2e
+// tests three at a time), because an install spends most of its time in its
+// client's rate limiter; a step whose case failed hands its control plane
+// back as unusable and the next step starts afresh.
 func TestInstallInterrupted(t *testing.T) {
-	const lanes = 2
+	t.Parallel()
+	const lanes = 3
 	type tally struct{ cases, after, mid, converged, restored, restarted, lost int }
 	var mu sync.Mutex
 	const installAfterRevert = "install after revert"

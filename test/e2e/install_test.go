@@ -203,6 +203,7 @@ func (k *kubeadmCluster) resourceVersions(t *testing.T) map[string]string {
 // applies every step; a second install changes nothing; status reports;
 // revert restores the originals; a second revert is a no-op.
 func TestInstallRevert(t *testing.T) {
+	t.Parallel()
 	k := newKubeadmCluster(t)
 	ctx := context.Background()
 	original := k.snapshot(t)
@@ -422,6 +423,7 @@ func getErr[T any](_ T, err error) error { return err }
 // available, install stops with a clear error and the Deployment keeps
 // serving; once it is available, running install again completes.
 func TestInstallTimeoutKeepsDNS(t *testing.T) {
+	t.Parallel()
 	k := newKubeadmCluster(t)
 	ctx := context.Background()
 	out, err := k.run(t, "install", "--timeout", "2s")
@@ -476,6 +478,7 @@ func TestInstallTimeoutKeepsDNS(t *testing.T) {
 // with the reason, kube-proxy is neither edited nor restarted, status says
 // why, and revert has nothing to undo there.
 func TestInstallKubeProxyNeedsYurthub(t *testing.T) {
+	t.Parallel()
 	k := newKubeadmCluster(t)
 	ctx := context.Background()
 	if err := k.Client.CoreV1().Pods(tunnelnodes.Namespace).Delete(ctx, "yurt-hub-master-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {

@@ -128,7 +128,7 @@ func TestSyncKeepsKubeDNSTopology(t *testing.T) {
 
 	// What it says: one restore each time, logged, counted, an Event on
 	// kube-dns, and written as patches of kube-dns only.
-	if n := harness.Metric(t, on.MetricsURL, "tunnel_nodes_sync_kube_dns_topology_restores_total"); n != 3 {
+	if n, ok := harness.WaitMetric(t, on.MetricsURL, "tunnel_nodes_sync_kube_dns_topology_restores_total", func(n float64) bool { return n == 3 }); !ok {
 		t.Errorf("tunnel_nodes_sync_kube_dns_topology_restores_total %g, want 3 (start, kubeadm's update, the other value)", n)
 	}
 	for _, want := range []string{`"Restored the topology annotation another writer removed or changed on the kube-dns Service"`,

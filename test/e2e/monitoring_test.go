@@ -23,6 +23,7 @@ import (
 // out; once that CRD is there too, the next install adds the rule; status
 // says applied; revert deletes all four.
 func TestInstallMonitoring(t *testing.T) {
+	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
 	ctx := context.Background()
 	skip := "--skip=" + strings.Join(slices.DeleteFunc(layoutSteps(layout.YurtTunnel), func(s string) bool { return s == "monitoring" }), ",")

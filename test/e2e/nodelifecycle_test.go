@@ -21,6 +21,7 @@ import (
 // older OpenYurt still gets -nodelifecycle; --kcm-nodelifecycle forces
 // either.
 func TestControlPlaneStepFollowsOpenYurtVersion(t *testing.T) {
+	t.Parallel()
 	k := newKubeadmCluster(t)
 	ctx := context.Background()
 	kcm := filepath.Join(k.manifests, "kube-controller-manager.yaml")

@@ -29,6 +29,7 @@ import (
 // becomes Ready, so revert stops before it deletes the caches (the address
 // never goes dark), and what the API shows is checked.
 func TestRevertLeavesNodeLocalForwarder(t *testing.T) {
+	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
 	ctx := context.Background()
 	// The state of an install --node-local-dns whose kubelets on worker-1

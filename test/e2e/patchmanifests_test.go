@@ -14,6 +14,7 @@ import (
 // TestPatchManifestsCommand runs the real binary on kubeadm's manifests:
 // dry run, apply, apply again.
 func TestPatchManifestsCommand(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	dir := filepath.Join(root, "manifests")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

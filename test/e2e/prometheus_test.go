@@ -27,6 +27,7 @@ var serviceMonitors = schema.GroupVersionResource{Group: "monitoring.coreos.com"
 // nothing; install appends the node-name relabeling to every endpoint; a
 // second install is a no-op; revert restores the objects exactly.
 func TestInstallPrometheus(t *testing.T) {
+	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
 	ctx := context.Background()
 	only := "--skip=rbac,corefile,coredns-daemonset,kube-dns-topology,kube-proxy,control-plane,sync"

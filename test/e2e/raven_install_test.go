@@ -86,6 +86,7 @@ func ravenSnapshot(t *testing.T, cp *harness.ControlPlane) map[string]string {
 // controller off; the sync with --profile raven — a second install that
 // changes nothing, status, and a revert that restores every object exactly.
 func TestRavenInstallRevert(t *testing.T) {
+	t.Parallel()
 	cp := newRavenCluster(t)
 	ctx, ns := context.Background(), tunnelnodes.Namespace
 	stop := cp.PlayRolloutControllers(ns)

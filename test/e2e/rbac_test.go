@@ -12,6 +12,7 @@ import (
 // What the applied RBAC allows and refuses, and the binaries working with
 // exactly those permissions, is TestLeastPrivilege (leastprivilege_test.go).
 func TestDeployManifestsDryRun(t *testing.T) {
+	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
 	for _, dir := range deploy.Dirs {
 		objs, err := deploy.Render(dir)

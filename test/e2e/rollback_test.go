@@ -72,6 +72,7 @@ func playStaticPods(t *testing.T, k *kubeadmCluster, failOn string) (stop func()
 // install stops naming the component. Without a mirror pod there is no
 // kubelet to wait for, and install says so.
 func TestControlPlaneLiveAndRollback(t *testing.T) {
+	t.Parallel()
 	k := newKubeadmCluster(t)
 	only := "--skip=rbac,corefile,coredns-daemonset,kube-dns-topology,kube-proxy,tunnel-dns,sync"
 	original, _ := os.ReadFile(filepath.Join(k.manifests, "kube-apiserver.yaml"))

@@ -26,6 +26,7 @@ import (
 // set, shows it first with --dry-run, and refuses a downgrade unless
 // forced; revert afterwards leaves the cluster as before the first install.
 func TestInstallUpgradesInPlace(t *testing.T) {
+	t.Parallel()
 	k := newKubeadmCluster(t)
 	ctx := context.Background()
 	original := k.snapshot(t)

@@ -197,8 +197,8 @@ func TestShardsFollowChangesAndReshard(t *testing.T) {
 	stopProber() // its name is about to change on purpose
 	updateNode(t, cp, "edge-013", func(n *corev1.Node) { n.Labels[tunnelnodes.EdgeNodeLabel] = "false" }, false)
 	expectAnswer(t, time.Second, dns.DNSAddr, "edge-013", "A", "192.168.1.13")
-	if got := harness.Metric(t, sync.MetricsURL, `tunnel_nodes_sync_writes_total{object="shard"}`) - before; got != 1 {
-		t.Errorf("one node change wrote %v shards, want 1", got)
+	if got, ok := harness.WaitMetric(t, sync.MetricsURL, `tunnel_nodes_sync_writes_total{object="shard"}`, func(n float64) bool { return n-before == 1 }); !ok {
+		t.Errorf("one node change wrote %v shards, want 1", got-before)
 	}
 }
 

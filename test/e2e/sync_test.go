@@ -139,7 +139,7 @@ func TestSyncFollowsEveryNodeChange(t *testing.T) {
 	})
 	expectRecords(t, syncBudget, cp, "10.96.0.77\tedge-node-1", "10.96.0.77\tworker-1", "192.168.0.99\tmaster-1", "203.0.113.24\tworker-2")
 
-	if w := harness.Metric(t, sync.MetricsURL, `tunnel_nodes_sync_writes_total{object="configmap"}`); w < 8 {
+	if w, ok := harness.WaitMetric(t, sync.MetricsURL, `tunnel_nodes_sync_writes_total{object="configmap"}`, func(w float64) bool { return w >= 8 }); !ok {
 		t.Errorf("writes_total = %v, want one per change (>= 8)", w)
 	}
 }
@@ -159,6 +159,7 @@ func syncedEdgeNode(t *testing.T) (*harness.ControlPlane, *harness.Sync) {
 // TestSyncCreatesConfigMapAndSkipsNoOps: the ConfigMap is created when
 // missing, and a restart with nothing changed writes nothing.
 func TestSyncCreatesConfigMapAndSkipsNoOps(t *testing.T) {
+	t.Parallel()
 	cp, first := syncedEdgeNode(t)
 	ctx := context.Background()
 	cm, _ := cp.Client.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, tunnelnodes.ConfigMapName, metav1.GetOptions{})
@@ -241,6 +242,7 @@ func TestSyncPorts(t *testing.T) {
 // TestSyncConcurrentWriter: another writer keeps changing another key of the
 // records ConfigMap while nodes churn; neither side's change is lost.
 func TestSyncConcurrentWriter(t *testing.T) {
+	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
 	ctx := context.Background()
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
@@ -294,6 +296,7 @@ func TestSyncConcurrentWriter(t *testing.T) {
 // single ConfigMap; its previous content stays, the error is reported once
 // (log, event, metric), and the shards hold every record.
 func TestSyncTooLarge(t *testing.T) {
+	t.Parallel()
 	cp, first := syncedEdgeNode(t)
 	ctx := context.Background()
 	first.Stop()
@@ -367,6 +370,7 @@ func TestSyncRavenProfile(t *testing.T) {
 // TestSyncLeaderElection: of two replicas one leads and writes; on SIGTERM
 // it releases the Lease and the standby takes over within seconds.
 func TestSyncLeaderElection(t *testing.T) {
+	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
 	ctx := context.Background()
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))

@@ -48,6 +48,7 @@ func createYurtTunnelServer(t *testing.T, cp *harness.ControlPlane, args ...stri
 // it; a second install, status and revert say what they find, and revert
 // gives the args back exactly, pods included.
 func TestTunnelDNS(t *testing.T) {
+	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
 	ctx, ns := context.Background(), tunnelnodes.Namespace
 	cp.CreateNode(t, harness.Node{Name: "master-1", InternalIP: "192.168.0.10", Ready: true,

@@ -23,6 +23,7 @@ import (
 // Jobs and RBAC are gone afterwards. envtest runs no Job controller or
 // kubelet: the test creates the Job's pod and its waiting status as they would.
 func TestStatusVerifyDNSFromControlPlaneCannotRun(t *testing.T) {
+	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
 	ctx := context.Background()
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))

@@ -197,6 +197,7 @@ func TestServesThroughAPIOutage(t *testing.T) {
 // TestCoreDNSYurtBinary: the version names both releases, and the plugin
 // list is the stock one plus yurthosts.
 func TestCoreDNSYurtBinary(t *testing.T) {
+	t.Parallel()
 	bin := harness.Binary(t, "coredns-yurt")
 	out, err := exec.Command(bin, "-version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "CoreDNS-1.15.0+yurthosts-") {

@@ -68,17 +68,26 @@ func DigErr(server, name, qtype string, extra ...string) (DigResult, error) {
 // DigWith is DigErr with dig run by run, e.g. inside a node's network
 // namespace; run gets dig's arguments.
 func DigWith(run func(args ...string) ([]byte, error), server, name, qtype string, extra ...string) (DigResult, error) {
-	ap, err := digServer(server)
+	at, err := digServerArgs(server)
 	if err != nil {
 		return DigResult{}, err
 	}
-	args := append([]string{"@" + ap.Addr().String(), "-p", strconv.Itoa(int(ap.Port())), "+time=2", "+tries=1", "+noall", "+comments", "+answer"}, extra...)
+	args := append(append(at, "+time=2", "+tries=1", "+noall", "+comments", "+answer"), extra...)
 	args = append(args, name, qtype)
 	out, err := run(args...)
 	if err != nil {
 		return DigResult{Raw: string(out)}, fmt.Errorf("dig %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return parseDig(string(out))
+}
+
+// digServerArgs are dig's arguments that ask server: "@IP", "-p", port.
+func digServerArgs(server string) ([]string, error) {
+	ap, err := digServer(server)
+	if err != nil {
+		return nil, err
+	}
+	return []string{"@" + ap.Addr().String(), "-p", strconv.Itoa(int(ap.Port()))}, nil
 }
 
 // digServer parses server as "IP:port" ("[IPv6]:port" for IPv6) or a bare

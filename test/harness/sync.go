@@ -40,6 +40,21 @@ func StartSyncBinary(t TB, path string, ready time.Duration, kubeconfig string, 
 	return s
 }
 
+// WaitMetric reads sample until ok holds, for up to 5 s, and returns the
+// last value and whether it held: a process counts a write once the write
+// returned, which can be after a watcher of the object saw it.
+func WaitMetric(t TB, url, sample string, ok func(float64) bool) (float64, bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v := Metric(t, url, sample)
+		if ok(v) || time.Now().After(deadline) {
+			return v, ok(v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Metric reads one sample (name with its labels, exactly as exposed) from a
 // Prometheus endpoint; absent samples read as -1.
 func Metric(t TB, url, sample string) float64 {

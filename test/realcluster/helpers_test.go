@@ -91,7 +91,8 @@ type dnsProbe struct {
 	total    int
 	tcp      int      // of total, asked over TCP
 	failures []string // when asked, from which node, over what, what came back
-	// slowest is the longest a query took, dig's own start included.
+	// slowest is the longest a query took, from the line written to dig
+	// to its answer read.
 	slowest time.Duration
 }
 
@@ -105,25 +106,50 @@ func startDNSProbe(nodes []*cluster.Node) *dnsProbe {
 func startDNSProbeOf(server, name, want string, nodes []*cluster.Node) *dnsProbe {
 	var askers []asker
 	for _, n := range nodes {
-		askers = append(askers, asker{where: n.Name, server: server, dig: n.Dig})
+		askers = append(askers, asker{where: n.Name, server: server, digCommand: func(args ...string) *exec.Cmd {
+			return n.NetCommand(context.Background(), "dig", args...)
+		}})
 	}
 	return startProbe(server, name, want, askers)
 }
 
 // asker is where a probe asks from: a node or a pod's network namespace,
-// and the server it asks there.
+// and the server it asks there. digCommand runs dig there.
 type asker struct {
 	where, server string
-	dig           func(ctx context.Context, server, name, qtype string, extra ...string) (harness.DigResult, error)
+	digCommand    func(args ...string) *exec.Cmd
 }
 
 func startProbe(server, name, want string, askers []asker) *dnsProbe {
 	p := &dnsProbe{server: server, name: name, want: want, stop: make(chan struct{})}
+	// The probe returns once every dig is up, to cover what comes next
+	// from its start.
+	var ready sync.WaitGroup
 	for _, n := range askers {
 		p.from = append(p.from, n.where)
 		p.wg.Add(1)
+		ready.Add(1)
 		go func() {
 			defer p.wg.Done()
+			// A dig for each protocol, asked in turns: one process each,
+			// not one per query. dig gives up after 3 s less the time its
+			// batch waited for the query (harness.DigBatch says why); an
+			// answer after 1 s is a failure, as a 1 s timeout makes it.
+			var batches [2]*harness.DigBatch
+			var err error
+			for i, options := range [][]string{{"+time=3", "+tries=1"}, {"+time=3", "+tries=1", "+tcp"}} {
+				if batches[i], err = harness.StartDigBatch(n.digCommand, options...); err != nil {
+					break
+				}
+				defer batches[i].Close()
+			}
+			ready.Done()
+			if err != nil {
+				p.mu.Lock()
+				p.failures = append(p.failures, fmt.Sprintf("from %s: %v", n.where, err))
+				p.mu.Unlock()
+				return
+			}
 			tick := time.NewTicker(100 * time.Millisecond)
 			defer tick.Stop()
 			for overTCP := false; ; overTCP = !overTCP {
@@ -132,17 +158,19 @@ func startProbe(server, name, want string, askers []asker) *dnsProbe {
 					return
 				case <-tick.C:
 				}
-				args, proto := []string{"+time=1", "+tries=1"}, "udp"
+				b, proto := batches[0], "udp"
 				if overTCP {
-					args, proto = append(args, "+tcp"), "tcp"
+					b, proto = batches[1], "tcp"
 				}
 				asked := time.Now()
-				r, err := n.dig(context.Background(), n.server, p.name, "A", args...)
+				r, err := b.Ask(n.server, p.name, "A")
 				took := time.Since(asked)
 				failure := ""
 				switch {
 				case err != nil:
 					failure = err.Error()
+				case took > time.Second:
+					failure = fmt.Sprintf("answered after %s, past the 1 s timeout", took.Round(time.Millisecond))
 				case r.Status != "NOERROR" || len(r.Data("A")) == 0,
 					p.want != "" && strings.Join(r.Data("A"), ",") != p.want:
 					failure = r.Status + " " + strings.Join(r.Data("A"), ",")
@@ -160,6 +188,7 @@ func startProbe(server, name, want string, askers []asker) *dnsProbe {
 			}
 		}()
 	}
+	ready.Wait()
 	return p
 }
 
@@ -173,8 +202,19 @@ func (p *dnsProbe) asked() int {
 // finish stops the probe and fails the test for any failed answer.
 func (p *dnsProbe) finish(t testing.TB, what string) {
 	t.Helper()
+	p.wait()
+	p.report(t, what)
+}
+
+// wait stops the probe and waits for its last queries.
+func (p *dnsProbe) wait() {
 	close(p.stop)
 	p.wg.Wait()
+}
+
+// report logs what the probe asked and fails t on a failed query.
+func (p *dnsProbe) report(t testing.TB, what string) {
+	t.Helper()
 	server := p.server
 	if server == "" {
 		server = "each one's resolv.conf server"

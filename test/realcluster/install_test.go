@@ -25,15 +25,16 @@ import (
 // kubeadm's and OpenYurt's objects and manifests as they were.
 func TestInstallAndRevert(t *testing.T) {
 	ctx := context.Background()
+	testStarted := time.Now()
 	t.Logf("cluster came up in %s", upTime.Round(100*time.Millisecond))
 	applyPrometheusFixtures(t)
 	before := kubeadmState(t)
 	monitorsBefore := serviceMonitors(t)
 
-	probe := startDNSProbe(kc.Nodes)
+	probes := probeSet{startDNSProbe(kc.Nodes), startDNSProbeOf(cluster.KubeDNSIP6(), probeName, "", kc.Nodes)}
 	started := time.Now()
 	out, err := runSync(t, "install", "--control-plane-jobs")
-	probe.finish(t, "install")
+	probes.finish(t, "install")
 	if err != nil {
 		t.Fatalf("install: %v", err)
 	}
@@ -45,7 +46,7 @@ func TestInstallAndRevert(t *testing.T) {
 		if !strings.Contains(out, "[kube-proxy] skipped: yurthub does not run on master-1") {
 			t.Errorf("the kube-proxy step on a cluster with a node without yurthub must be skipped with the reason; install said:\n%s", out)
 		}
-		checkKubeProxyHealthy(t)
+		checkKubeProxyHealthy(t, testStarted)
 	})
 	t.Run("control plane restarted with the new flags", func(t *testing.T) {
 		checkStaticPod(t, "kube-apiserver", "--kubelet-preferred-address-types=Hostname,InternalIP,ExternalIP")
@@ -61,6 +62,7 @@ func TestInstallAndRevert(t *testing.T) {
 	})
 	t.Run("yurt-tunnel-server's DNS controller off", func(t *testing.T) { checkTunnelDNSOff(t, out) })
 	t.Run("records served from their shards", func(t *testing.T) { checkShardsServed(t) })
+	t.Run("node names in both families", func(t *testing.T) { checkBothFamilies(t) })
 	t.Run("node names from the apiserver's view", func(t *testing.T) { checkAPIServerView(t) })
 	t.Run("the tunnel path", func(t *testing.T) { checkTunnelPath(t) })
 	t.Run("node names from every control-plane node's own resolver", func(t *testing.T) {
@@ -75,14 +77,15 @@ func TestInstallAndRevert(t *testing.T) {
 
 	podsBefore, stranded := checkNodeLocalDNS(t)
 
-	podProbe := startProbe("", probeName, "", askers(append(podsBefore, stranded...)))
+	asking := append(podsBefore, stranded...)
+	podProbes := probeSet{startProbe("", probeName, "", askers(asking)), startProbe("each one's IPv6 nameserver", probeName, "", askersOverIPv6(asking))}
 	out = revertExactly(t, before)
-	podProbe.finish(t, "revert, asked from pods made before node-local DNS and from those still resolving at "+nodelocal.Address.String())
+	podProbes.finish(t, "revert, asked from pods made before node-local DNS and from those still resolving at "+nodelocal.Address.String())
 	t.Run("revert leaves a forwarder for the pods that resolve there", func(t *testing.T) { checkLeftover(t, out, stranded) })
 	if now := serviceMonitors(t); now != monitorsBefore {
 		t.Errorf("the ServiceMonitors after revert:\n%s\nbefore install:\n%s", now, monitorsBefore)
 	}
-	checkReverted(t, ctx)
+	checkReverted(t, ctx, testStarted)
 }
 
 // checkShardsServed: the sync wrote the records' shard set (two nodes: one
@@ -201,10 +204,13 @@ func rootReadOnly(mounts string) bool {
 	return false
 }
 
-// checkKubeProxyHealthy: every kube-proxy pod Ready, never restarted (but
-// on a node rebooted while cut off: there it exits until it reaches the
-// apiserver), and its log free of configuration errors.
-func checkKubeProxyHealthy(t *testing.T) {
+// checkKubeProxyHealthy: every kube-proxy pod Ready, not restarted since
+// the test began (but on a node rebooted while cut off: there it exits
+// until it reaches the apiserver; and once by a kubelet restart, which
+// kubeadm upgrade's procedure does: a container the old kubelet was
+// starting as it stopped runs again under the new one), and its log free
+// of configuration errors.
+func checkKubeProxyHealthy(t *testing.T, testStarted time.Time) {
 	ctx := context.Background()
 	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
 	if err != nil {
@@ -214,8 +220,22 @@ func checkKubeProxyHealthy(t *testing.T) {
 		t.Errorf("%d kube-proxy pods, want one per node", len(pods.Items))
 	}
 	for _, p := range pods.Items {
-		if restarts := p.Status.ContainerStatuses[0].RestartCount; !cluster.PodReady(&p) || restarts > 0 && !rebootedCutOff[p.Spec.NodeName] {
-			t.Errorf("kube-proxy %s: ready %v, restarts %d", p.Name, cluster.PodReady(&p), p.Status.ContainerStatuses[0].RestartCount)
+		c := p.Status.ContainerStatuses[0]
+		if !cluster.PodReady(&p) {
+			t.Errorf("kube-proxy %s on %s not Ready", p.Name, p.Spec.NodeName)
+		}
+		if last := c.LastTerminationState.Terminated; last != nil && !last.FinishedAt.Time.Before(testStarted) && !rebootedCutOff[p.Spec.NodeName] {
+			previous, err := kc.Node(p.Spec.NodeName).ContainerLog(p.Namespace, p.Name, c.Name, c.RestartCount-1)
+			if err != nil {
+				previous = err.Error()
+			}
+			report := fmt.Sprintf("kube-proxy %s on %s: restarts %d%s; the end of the log before its last restart:\n%s",
+				p.Name, p.Spec.NodeName, c.RestartCount, lastExit(c), lastLines(previous, 15))
+			if c.RestartCount == 1 && kc.Node(p.Spec.NodeName).KubeletStartedWithin(last.FinishedAt.Time, 2*time.Minute, 10*time.Second) {
+				t.Logf("restarted as the node's kubelet restarted: %s", report)
+			} else {
+				t.Error(report)
+			}
 		}
 		// From the node's log files: kubectl logs of a pod on an edge node goes
 		// through the tunnel, which is not part of this test.
@@ -229,6 +249,12 @@ func checkKubeProxyHealthy(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // checkStaticPod: the kubelet restarted the component from its patched
@@ -325,7 +351,7 @@ func checkAPIServerView(t *testing.T) {
 }
 
 // checkReverted: the stock Deployment serves, and what install created is gone.
-func checkReverted(t *testing.T, ctx context.Context) {
+func checkReverted(t *testing.T, ctx context.Context, testStarted time.Time) {
 	if _, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "coredns", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("DaemonSet coredns after revert: %v", err)
 	}
@@ -363,7 +389,7 @@ func checkReverted(t *testing.T, ctx context.Context) {
 			t.Error(err)
 		}
 	}
-	checkKubeProxyHealthy(t)
+	checkKubeProxyHealthy(t, testStarted)
 }
 
 // waitSyncAvailable waits for the Deployment of make image's

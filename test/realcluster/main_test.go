@@ -26,8 +26,9 @@ var (
 	// syncBin is make build's tunnel-nodes-sync: its default image flags name
 	// the images make image wrote for the same version.
 	syncBin string
-	// upTime is how long the cluster took to come up.
-	upTime time.Duration
+	// startedAt is when the cluster began to come up, upTime how long it took.
+	startedAt time.Time
+	upTime    time.Duration
 )
 
 func TestMain(m *testing.M) {
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M) (code int) {
 	root, err := harness.RepoRoot()
 	if err != nil {
 		fmt.Println(err)
@@ -73,7 +74,12 @@ func run(m *testing.M) int {
 			earlier <- earlierResult{e, err}
 		}()
 	}
-	started := time.Now()
+	settings, err := cluster.MachineSettings()
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	startedAt = time.Now()
 	kc, err = cluster.Start(context.Background(), cluster.Config{
 		Dir: filepath.Join(bin, "cluster"), Bin: filepath.Join(bin, "k8s"), Images: images, Log: os.Stdout,
 		StartVersion: start,
@@ -82,10 +88,14 @@ func run(m *testing.M) int {
 		fmt.Println("realcluster: starting the kubeadm cluster:", err)
 		return 1
 	}
-	upTime = time.Since(started)
+	upTime = time.Since(startedAt)
 	defer func() {
 		if err := kc.Stop(); err != nil {
 			fmt.Println("realcluster: tearing the cluster down:", err)
+			code = 1
+		} else if err := kc.Leftovers(settings); err != nil {
+			fmt.Println("realcluster: the cluster's teardown left:", err)
+			code = 1
 		}
 	}()
 	if cs, err = kc.Clientset(); err != nil {

@@ -3,8 +3,10 @@ package realcluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,7 +29,8 @@ import (
 type podNetns struct {
 	name, node string
 	pid        int
-	resolver   string
+	resolver   string   // the first nameserver of its resolv.conf
+	resolvers  []string // all of them
 }
 
 // startPausePod runs a pause pod on node and finds its network namespace
@@ -48,25 +51,53 @@ func startPausePod(t testing.TB, name, node string) podNetns {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolver, err := resolvConfServer(pid)
+	resolvers, err := resolvConfServers(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return podNetns{name: name, node: node, pid: pid, resolver: resolver}
+	return podNetns{name: name, node: node, pid: pid, resolver: resolvers[0], resolvers: resolvers}
 }
 
 func (p podNetns) dig(ctx context.Context, server, name, qtype string, extra ...string) (harness.DigResult, error) {
 	return harness.DigWith(func(args ...string) ([]byte, error) {
-		return exec.CommandContext(ctx, "nsenter", append([]string{"-t", strconv.Itoa(p.pid), "-n", "dig"}, args...)...).CombinedOutput()
+		return p.digCommand(ctx, args...).CombinedOutput()
 	}, server, name, qtype, extra...)
 }
 
-func (p podNetns) asker() asker { return asker{where: "pod " + p.name, server: p.resolver, dig: p.dig} }
+// digCommand runs dig in the pod's network namespace (nsenter execs it:
+// its PID is dig's).
+func (p podNetns) digCommand(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "nsenter", append([]string{"-t", strconv.Itoa(p.pid), "-n", "dig"}, args...)...)
+}
+
+func (p podNetns) asker() asker { return p.askerAt(p.resolver) }
+
+// askerAt asks server from the pod's network namespace.
+func (p podNetns) askerAt(server string) asker {
+	return asker{where: "pod " + p.name, server: server, digCommand: func(args ...string) *exec.Cmd {
+		return p.digCommand(context.Background(), args...)
+	}}
+}
 
 func askers(pods []podNetns) []asker {
 	var a []asker
 	for _, p := range pods {
 		a = append(a, p.asker())
+	}
+	return a
+}
+
+// askersOverIPv6 ask from each pod its IPv6 nameserver: the last of its
+// resolv.conf when that is IPv6 (the node-local cache's under NodeLocal DNS
+// on both families), else kube-dns's IPv6 ClusterIP.
+func askersOverIPv6(pods []podNetns) []asker {
+	var a []asker
+	for _, p := range pods {
+		server := cluster.KubeDNSIP6()
+		if last := p.resolvers[len(p.resolvers)-1]; strings.Contains(last, ":") {
+			server = last
+		}
+		a = append(a, p.askerAt(server))
 	}
 	return a
 }
@@ -80,7 +111,8 @@ func askers(pods []podNetns) []asker {
 // the rebooted node).
 func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 	ctx := context.Background()
-	local := nodelocal.Address.String()
+	locals := nodeLocalAddresses(t)
+	local, all := locals[0], strings.Join(locals, ",")
 	// The tunnel up, as on an OpenYurt cluster: install and status read
 	// worker-1's kubelet (its /configz) through it.
 	waitTunnelEndpoints(t, 5*time.Minute)
@@ -88,17 +120,20 @@ func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 		before = append(before, startPausePod(t, "dns-before-"+n.Name, n.Name))
 	}
 	out, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns", "--dry-run")
-	for _, want := range []string{`\[node-local-dns\] would: created .*DaemonSet kube-system/node-local-dns`,
-		"switched the kubelet clusterDNS of master-1, worker-1 to " + regexp.QuoteMeta(local),
-		`(?m)^\+\s*- ` + regexp.QuoteMeta(local) + `$`} {
+	wants := []string{`\[node-local-dns\] would: created .*DaemonSet kube-system/node-local-dns`,
+		"switched the kubelet clusterDNS of master-1, worker-1 to " + regexp.QuoteMeta(all)}
+	for _, l := range locals {
+		wants = append(wants, `(?m)^\+\s*- `+regexp.QuoteMeta(l)+`$`)
+	}
+	for _, want := range wants {
 		if err != nil || !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("install --node-local-dns --dry-run does not say %s (%v):\n%s", want, err, out)
 		}
 	}
-	probe := startProbe("", probeName, "", askers(before))
+	probes := probeSet{startProbe("", probeName, "", askers(before)), startProbe("each one's IPv6 nameserver", probeName, "", askersOverIPv6(before))}
 	started := time.Now()
 	_, err = runSync(t, "install", "--control-plane-jobs", "--node-local-dns")
-	probe.finish(t, "install --node-local-dns, asked from pods made before")
+	probes.finish(t, "install --node-local-dns, asked from pods made before")
 	if err != nil {
 		t.Fatalf("install --node-local-dns: %v", err)
 	}
@@ -115,7 +150,7 @@ func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 		t.Errorf("status warns about a kubelet's watch-list:\n%s", out)
 	}
 	for _, n := range kc.Nodes {
-		if want := n.Name + ": cache Ready; kubelet clusterDNS " + local; err != nil || !strings.Contains(out, want) {
+		if want := n.Name + ": cache Ready; kubelet clusterDNS " + all; err != nil || !strings.Contains(out, want) {
 			t.Errorf("status does not say %q (%v):\n%s", want, err, out)
 		}
 	}
@@ -140,29 +175,36 @@ func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 		t.Fatal(err)
 	}
 
-	// The answers every pod must get: what kube-dns says, from a node.
-	want := map[string]string{}
+	// The answers every pod must get: what kube-dns says, from a node, A
+	// and AAAA ("" for NODATA).
+	want := map[string]map[string]string{"A": {}, "AAAA": {}}
 	for _, name := range []string{probeName, "master-1", "worker-1"} {
-		r, err := kc.Master().Dig(ctx, cluster.KubeDNSIP(), name, "A")
-		if err != nil || len(r.Data("A")) != 1 {
-			t.Fatalf("kube-dns on %s: %v %v", name, r.Data("A"), err)
+		for qtype := range want {
+			r, err := kc.Master().Dig(ctx, cluster.KubeDNSIP(), name, qtype)
+			if err != nil || r.Status != "NOERROR" || qtype == "A" && len(r.Data("A")) != 1 {
+				t.Fatalf("kube-dns on %s %s: %s %v %v", name, qtype, r.Status, r.Data(qtype), err)
+			}
+			want[qtype][name] = strings.Join(r.Data(qtype), ",")
 		}
-		want[name] = r.Data("A")[0]
 	}
 	tunnel, err := cs.CoreV1().Services("kube-system").Get(ctx, tunnelnodes.ServiceName, metav1.GetOptions{})
-	if err != nil || want["worker-1"] != tunnel.Spec.ClusterIP {
-		t.Errorf("worker-1 (edge) answered %s by kube-dns, want the tunnel ClusterIP (%v)", want["worker-1"], err)
+	if err != nil || want["A"]["worker-1"] != tunnel.Spec.ClusterIP {
+		t.Errorf("worker-1 (edge) answered %s by kube-dns, want the tunnel ClusterIP (%v)", want["A"]["worker-1"], err)
 	}
 	var after []podNetns
 	for _, n := range kc.Nodes {
 		p := startPausePod(t, "dns-after-"+n.Name, n.Name)
-		if p.resolver != local {
-			t.Errorf("pod %s made after install resolves at %q, want %s", p.name, p.resolver, local)
+		if !slices.Equal(p.resolvers, locals) {
+			t.Errorf("pod %s made after install resolves at %q, want %q", p.name, p.resolvers, locals)
 		}
-		for name, addr := range want {
-			r, err := p.dig(ctx, local, name, "A", "+time=1", "+tries=1")
-			if err != nil || strings.Join(r.Data("A"), ",") != addr {
-				t.Errorf("pod %s: %s at %s = %v (%v), want %s", p.name, name, local, r.Data("A"), err, addr)
+		for _, server := range locals {
+			for qtype, answers := range want {
+				for name, addrs := range answers {
+					r, err := p.dig(ctx, server, name, qtype, "+time=1", "+tries=1")
+					if err != nil || r.Status != "NOERROR" || strings.Join(r.Data(qtype), ",") != addrs {
+						t.Errorf("pod %s: %s %s at %s = %s %v (%v), want NOERROR %q", p.name, name, qtype, server, r.Status, r.Data(qtype), err, addrs)
+					}
+				}
 			}
 		}
 		after = append(after, p)
@@ -186,6 +228,16 @@ func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 	return before[:1], append(after, before[1])
 }
 
+// nodeLocalAddresses are the caches' addresses: one per IP family of the
+// cluster (kube-dns's), IPv4 first on the test cluster.
+func nodeLocalAddresses(t *testing.T) []string {
+	kubeDNS, err := cs.CoreV1().Services(tunnelnodes.Namespace).Get(context.Background(), "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodelocal.Strings(nodelocal.Addresses(kubeDNS.Spec.IPFamilies))
+}
+
 // checkLeftover runs after the revert of checkNodeLocalDNS's cluster with
 // the pods that still resolve at the node-local address (stranded) running:
 // revert named them and handed the address to the leftover forwarder, which
@@ -193,7 +245,15 @@ func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 // address is off every node's lo.
 func checkLeftover(t *testing.T, out string, stranded []podNetns) {
 	ctx := context.Background()
-	if want := "handed the address over to DaemonSet kube-system/node-local-dns-leftover on master-1, worker-1"; !strings.Contains(out, want) {
+	perNode := map[string]int{}
+	for _, p := range stranded {
+		perNode[p.node]++
+	}
+	var nodes, counts []string
+	for _, n := range slices.Sorted(maps.Keys(perNode)) {
+		nodes, counts = append(nodes, n), append(counts, fmt.Sprintf("%s (%d pods)", n, perNode[n]))
+	}
+	if want := "handed the address over to DaemonSet kube-system/node-local-dns-leftover on " + strings.Join(nodes, ", "); !strings.Contains(out, want) {
 		t.Errorf("revert does not say %q:\n%s", want, out)
 	}
 	for _, p := range stranded {
@@ -201,7 +261,8 @@ func checkLeftover(t *testing.T, out string, stranded []podNetns) {
 			t.Errorf("revert does not name pod %s, which still resolves at %s:\n%s", p.name, nodelocal.Address, out)
 		}
 	}
-	if status, _ := runSync(t, "status"); !strings.Contains(status, "leftover forwarder on "+nodelocal.Address.String()+" for pods still resolving there: master-1 (1 pods), worker-1 (2 pods)") {
+	locals := nodeLocalAddresses(t)
+	if status, _ := runSync(t, "status"); !strings.Contains(status, "leftover forwarder on "+strings.Join(locals, ",")+" for pods still resolving there: "+strings.Join(counts, ", ")) {
 		t.Errorf("status after revert does not show the leftover:\n%s", status)
 	}
 	for _, p := range stranded {
@@ -223,8 +284,11 @@ func checkLeftover(t *testing.T, out string, stranded []podNetns) {
 			return fmt.Errorf("ConfigMap %s still there (%v)", leftover.Name, err)
 		}
 		for _, n := range kc.Nodes {
-			if out, _ := n.NetCommand(ctx, "ip", "-o", "addr", "show", "dev", "lo").CombinedOutput(); strings.Contains(string(out), nodelocal.Address.String()) {
-				return fmt.Errorf("%s still has %s on lo:\n%s", n.Name, nodelocal.Address, out)
+			out, _ := n.NetCommand(ctx, "ip", "-o", "addr", "show", "dev", "lo").CombinedOutput()
+			for _, l := range locals {
+				if strings.Contains(string(out), l+"/") {
+					return fmt.Errorf("%s still has %s on lo:\n%s", n.Name, l, out)
+				}
 			}
 		}
 		return nil
@@ -233,18 +297,20 @@ func checkLeftover(t *testing.T, out string, stranded []podNetns) {
 }
 
 // cutOff drops, in a's network namespace, everything to and from b and b's
-// pods (an edge node whose link to the cloud is down); the returned func
-// puts the link back.
+// pods, in both families (an edge node whose link to the cloud is down);
+// the returned func puts the link back.
 func cutOff(t testing.TB, a, b *cluster.Node) func() {
 	t.Helper()
-	var rules [][]string
-	for _, net := range []string{b.IP, b.PodCIDR} {
-		rules = append(rules, []string{"OUTPUT", "-d", net}, []string{"INPUT", "-s", net}, []string{"FORWARD", "-d", net}, []string{"FORWARD", "-s", net})
+	var rules [][]string // the iptables binary of the family, then the rule
+	for cmd, nets := range map[string][]string{"iptables": {b.IP, b.PodCIDR}, "ip6tables": {b.IP6, b.PodCIDR6}} {
+		for _, net := range nets {
+			rules = append(rules, []string{cmd, "OUTPUT", "-d", net}, []string{cmd, "INPUT", "-s", net}, []string{cmd, "FORWARD", "-d", net}, []string{cmd, "FORWARD", "-s", net})
+		}
 	}
 	iptables := func(op string, rule []string) error {
-		args := append([]string{"-w", op, rule[0]}, rule[1:]...)
-		if out, err := a.NetCommand(context.Background(), "iptables", append(args, "-j", "DROP")...).CombinedOutput(); err != nil {
-			return fmt.Errorf("iptables %v: %v: %s", args, err, out)
+		args := append([]string{"-w", op, rule[1]}, rule[2:]...)
+		if out, err := a.NetCommand(context.Background(), rule[0], append(args, "-j", "DROP")...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s %v: %v: %s", rule[0], args, err, out)
 		}
 		return nil
 	}

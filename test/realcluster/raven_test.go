@@ -12,6 +12,7 @@ import (
 	"github.com/yurtdns/yurtdns/test/cluster"
 	"github.com/yurtdns/yurtdns/test/harness"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -28,11 +29,12 @@ const ravenFixtures = "../testdata/raven"
 // exactly, again without a failed answer.
 func TestRavenInstallAndRevert(t *testing.T) {
 	ctx := context.Background()
-	proxyIP := setUpRaven(t)
+	proxyIPs := setUpRaven(t)
+	proxyIP := proxyIPs[0]
 	kubeadmBefore, before := kubeadmState(t), ravenState(t)
 	server := serviceIP(t, "raven-proxy-dns")
 	names := []string{kc.Master().Name, kc.Node("worker-1").Name}
-	expectEveryName(t, server, names, proxyIP, time.Minute)
+	expectEveryName(t, server, names, "A", proxyIP, time.Minute)
 
 	probe := startDNSProbeOf(server, "worker-1", proxyIP, kc.Nodes)
 	_, err := runSync(t, "install", "--profile", "raven")
@@ -44,14 +46,18 @@ func TestRavenInstallAndRevert(t *testing.T) {
 	if err != nil || len(pods.Items) != 1 || !strings.Contains(pods.Items[0].Spec.Containers[0].Image, "coredns-yurt") {
 		t.Fatalf("raven-proxy-dns pods after install (%v): %+v", err, pods)
 	}
-	expectEveryName(t, server, names, proxyIP, 0)
+	expectEveryName(t, server, names, "A", proxyIP, 0)
+	// The proxy Service is dual-stack: coredns-yurt answers AAAA with its
+	// IPv6 ClusterIP, where gateway-dns's records had IPv4 alone.
+	expectEveryName(t, server, names, "AAAA", proxyIPs[1], 0)
 
 	// A node added: the sync writes it, yurthosts answers it.
 	if err := cluster.CreateNodeObject(ctx, cs, "worker-2", "198.51.100.12", map[string]string{tunnelnodes.EdgeNodeLabel: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	added := time.Now()
-	expectEveryName(t, server, []string{"worker-2"}, proxyIP, 5*time.Second)
+	expectEveryName(t, server, []string{"worker-2"}, "A", proxyIP, 5*time.Second)
+	expectEveryName(t, server, []string{"worker-2"}, "AAAA", proxyIPs[1], 0)
 	t.Logf("node worker-2 added: raven-proxy-dns answered it from every node within %s", time.Since(added).Round(time.Millisecond))
 	if err := cs.CoreV1().Nodes().Delete(ctx, "worker-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -78,7 +84,7 @@ func TestRavenInstallAndRevert(t *testing.T) {
 			t.Errorf("left after revert: %v", gone)
 		}
 	}
-	expectEveryName(t, server, names, proxyIP, 0)
+	expectEveryName(t, server, names, "A", proxyIP, 0)
 }
 
 // setUpRaven lays the cluster out as Raven's L7 docs leave it (master-1 is
@@ -86,8 +92,11 @@ func TestRavenInstallAndRevert(t *testing.T) {
 // controller): raven-cfg with the proxy on, the proxy Service,
 // edge-tunnel-nodes as yurt-manager's gateway-dns writes it (every node to
 // the proxy ClusterIP), upstream's raven-proxy-dns.yaml applied with the
-// cluster's CoreDNS image. Everything goes at the end of the test.
-func setUpRaven(t *testing.T) (proxyIP string) {
+// cluster's CoreDNS image. The proxy Service is made dual-stack, as an
+// operator of a dual-stack cluster would make it (yurt-manager creates it
+// SingleStack); its ClusterIPs are returned, IPv4 first. Everything goes at
+// the end of the test.
+func setUpRaven(t *testing.T) (proxyIPs []string) {
 	ctx := context.Background()
 
 	if _, err := cs.CoreV1().ConfigMaps("kube-system").Create(ctx, harness.RavenConfig("true"), metav1.CreateOptions{}); err != nil {
@@ -96,14 +105,17 @@ func setUpRaven(t *testing.T) (proxyIP string) {
 	t.Cleanup(func() {
 		cs.CoreV1().ConfigMaps("kube-system").Delete(ctx, tunnelnodes.RavenGlobalConfigName, metav1.DeleteOptions{})
 	})
-	svc, err := cs.CoreV1().Services("kube-system").Create(ctx, harness.RavenProxyService(""), metav1.CreateOptions{})
+	proxy := harness.RavenProxyService("")
+	dual := corev1.IPFamilyPolicyRequireDualStack
+	proxy.Spec.IPFamilyPolicy, proxy.Spec.IPFamilies = &dual, []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	svc, err := cs.CoreV1().Services("kube-system").Create(ctx, proxy, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		cs.CoreV1().Services("kube-system").Delete(ctx, tunnelnodes.RavenServiceName, metav1.DeleteOptions{})
 	})
-	proxyIP = svc.Spec.ClusterIP
+	proxyIP := svc.Spec.ClusterIP
 
 	stock, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
 	if err != nil {
@@ -132,7 +144,7 @@ func setUpRaven(t *testing.T) (proxyIP string) {
 	if out, err := kc.Kubectl(ctx, "-n", "kube-system", "rollout", "status", "deployment/raven-proxy-dns", "--timeout=2m"); err != nil {
 		t.Fatalf("raven-proxy-dns not rolled out: %v\n%s", err, out)
 	}
-	return proxyIP
+	return svc.Spec.ClusterIPs
 }
 
 // ravenState is what install --profile raven changes and revert restores.
@@ -174,21 +186,21 @@ func serviceIP(t *testing.T, name string) string {
 	return svc.Spec.ClusterIP
 }
 
-// expectEveryName: every node asks server for each name and gets want,
+// expectEveryName: every node asks server for each name's qtype and gets want,
 // within the limit (at once when it is 0).
-func expectEveryName(t *testing.T, server string, names []string, want string, within time.Duration) {
+func expectEveryName(t *testing.T, server string, names []string, qtype, want string, within time.Duration) {
 	t.Helper()
 	for _, n := range kc.Nodes {
 		for _, name := range names {
 			deadline := time.Now().Add(within)
 			for {
-				r, err := n.Dig(context.Background(), server, name, "A", "+time=1", "+tries=1")
-				got := strings.Join(r.Data("A"), ",")
+				r, err := n.Dig(context.Background(), server, name, qtype, "+time=1", "+tries=1")
+				got := strings.Join(r.Data(qtype), ",")
 				if err == nil && got == want {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Errorf("from %s, dig @%s %s = %q (%s, %v), want %s", n.Name, server, name, got, r.Status, err, want)
+					t.Errorf("from %s, dig @%s %s %s = %q (%s, %v), want %s", n.Name, server, name, qtype, got, r.Status, err, want)
 					break
 				}
 				time.Sleep(50 * time.Millisecond)

@@ -114,7 +114,10 @@ func rebootWhileCutOff(t testing.TB, pod, resolver string, want map[string]strin
 		}
 		p = podNetns{name: pod, node: "worker-1", pid: pid, resolver: resolver}
 		if p.resolver == "" {
-			p.resolver, err = resolvConfServer(pid)
+			var servers []string
+			if servers, err = resolvConfServers(pid); err == nil {
+				p.resolver = servers[0]
+			}
 		}
 		return err
 	}
@@ -147,8 +150,10 @@ func rebootWhileCutOff(t testing.TB, pod, resolver string, want map[string]strin
 		pod, fig.PodBack.Round(100*time.Millisecond), p.resolver, fig.CacheAnswers.Round(100*time.Millisecond))
 
 	var probes []*dnsProbe
+	rebootedPod := p.asker()
+	rebootedPod.where += " (rebooted)"
 	for name, addr := range want {
-		probes = append(probes, startProbe(p.resolver, name, addr, []asker{{where: "pod " + pod + " (rebooted)", server: p.resolver, dig: p.dig}}))
+		probes = append(probes, startProbe(p.resolver, name, addr, []asker{rebootedPod}))
 	}
 	time.Sleep(time.Until(cut.Add(cutFor)))
 	for _, pr := range probes {
@@ -216,18 +221,22 @@ const unexplainedLag = time.Minute
 // apart (--heartbeat-interval-seconds), its defaults.
 const yurthubBackWithin = 20 * time.Second
 
-// resolvConfServer is the first nameserver of the process's resolv.conf.
-func resolvConfServer(pid int) (string, error) {
+// resolvConfServers are the nameservers of the process's resolv.conf, in order.
+func resolvConfServers(pid int) ([]string, error) {
 	resolv, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", pid))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	var servers []string
 	for _, line := range strings.Split(string(resolv), "\n") {
 		if v, ok := strings.CutPrefix(line, "nameserver "); ok {
-			return strings.TrimSpace(v), nil
+			servers = append(servers, strings.TrimSpace(v))
 		}
 	}
-	return "", fmt.Errorf("no nameserver in the resolv.conf of PID %d", pid)
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("no nameserver in the resolv.conf of PID %d", pid)
+	}
+	return servers, nil
 }
 
 // yurthubHealthy: yurthub on the node proxies to the apiserver again (its

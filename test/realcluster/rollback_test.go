@@ -15,7 +15,7 @@ import (
 // then restores the rest exactly.
 func TestControlPlaneRollback(t *testing.T) {
 	before := kubeadmState(t)
-	out, err := runSync(t, "install", "--control-plane-jobs", "--timeout", "90s",
+	out, err := runSync(t, "install", "--control-plane-jobs", "--timeout", "60s",
 		"--test-only-extra-flag", "kube-apiserver=--no-such-flag-yurtdns-rollback-test")
 	if err == nil {
 		t.Fatalf("install with an apiserver that cannot start succeeded:\n%s", out)

@@ -44,6 +44,7 @@ func checkTunnelPath(t *testing.T) {
 	}()
 
 	t.Run("kubectl logs and exec on an edge node through the tunnel", checkLogsAndExec)
+	t.Run("the family kube-apiserver dials the tunnel in", checkTunnelFamily)
 
 	t.Run("an extra tunnel port: https-proxy-ports 9100", func(t *testing.T) {
 		url := "https://worker-1:9100/metrics"

@@ -219,10 +219,14 @@ func (s *state) save(ctx context.Context, env *Env) error {
 // Since the node only ran a cache (never switched): revert still tears
 // down its address.
 type KubeletRecord struct {
-	Node  string       `json:"node"`
-	Image string       `json:"image"`
-	Since *metav1.Time `json:"since,omitempty"`
-	Until *metav1.Time `json:"until,omitempty"`
+	Node  string `json:"node"`
+	Image string `json:"image"`
+	// Addresses are the node-local addresses the node's cache was set up
+	// with, the kubelet's clusterDNS while switched (none: an earlier
+	// install's, 169.254.20.10 alone).
+	Addresses []string     `json:"addresses,omitempty"`
+	Since     *metav1.Time `json:"since,omitempty"`
+	Until     *metav1.Time `json:"until,omitempty"`
 }
 
 // JobImage is the image the node's revert Jobs run: the one install ran

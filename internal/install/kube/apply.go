@@ -60,12 +60,7 @@ func Apply(ctx context.Context, env *engine.Env, ss *engine.StepState, obj *unst
 		return Unchanged, "", notOurs(obj)
 	}
 	applied := obj.DeepCopy()
-	labels := applied.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[engine.ManagedByLabel] = "yurtdns"
-	applied.SetLabels(labels)
+	LabelManaged(applied)
 
 	// An earlier version's create owns the fields it set: taken over, so
 	// that a field this version no longer sets is removed, not left behind.

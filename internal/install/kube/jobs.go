@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -75,8 +74,12 @@ func WaitJobComplete(ctx context.Context, env *engine.Env, name string) error {
 			return true, "", nil
 		}
 		why, err := JobFailure(ctx, env, job)
-		if err != nil || why != "" {
-			return false, "", errors.Join(err, fmt.Errorf("Job %s failed: %s (kubectl -n %s logs job/%s)", name, why, tunnelnodes.Namespace, name))
+		if err != nil {
+			// Not the Job's failure: For waits out an apiserver that is away.
+			return false, "", err
+		}
+		if why != "" {
+			return false, "", fmt.Errorf("Job %s failed: %s (kubectl -n %s logs job/%s)", name, why, tunnelnodes.Namespace, name)
 		}
 		return false, fmt.Sprintf("%d active, %d failed", job.Status.Active, job.Status.Failed), nil
 	})

@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // A Job a failed run left is deleted so the next run creates it again;
@@ -36,5 +40,43 @@ func TestDeleteFailedJob(t *testing.T) {
 		if gone := apierrors.IsNotFound(err); gone != (name == "failed" || name == "absent") {
 			t.Errorf("Job %s: gone = %v", name, gone)
 		}
+	}
+}
+
+// A Job's failure is named as one; an error reading its pods is that error,
+// not a failure with no reason.
+func TestWaitJobCompleteErrors(t *testing.T) {
+	ctx := context.Background()
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: "patch"}}
+	failedPod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: "patch-x", Labels: map[string]string{"batch.kubernetes.io/job-name": "patch"}},
+		Status:     corev1.PodStatus{Phase: corev1.PodFailed},
+	}
+	for _, tc := range []struct {
+		name    string
+		objects []client.Object
+		listErr error
+		want    string
+		notWant string
+	}{
+		{name: "a pod failed", objects: []client.Object{job, failedPod}, want: "Job patch failed: pod patch-x"},
+		{name: "its pods unreadable", objects: []client.Object{job}, listErr: errors.New("etcd lost its quorum"),
+			want: "listing the pods of Job patch: etcd lost its quorum", notWant: "failed:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithObjects(tc.objects...).WithInterceptorFuncs(interceptor.Funcs{
+				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					if tc.listErr != nil {
+						return tc.listErr
+					}
+					return c.List(ctx, list, opts...)
+				},
+			}).Build()
+			env := &engine.Env{Client: c, Options: engine.Options{Timeout: 5 * time.Second}}
+			err := WaitJobComplete(ctx, env, "patch")
+			if err == nil || !strings.Contains(err.Error(), tc.want) || tc.notWant != "" && strings.Contains(err.Error(), tc.notWant) {
+				t.Errorf("WaitJobComplete: %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

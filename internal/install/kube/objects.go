@@ -70,12 +70,7 @@ func EnsureCreated(ctx context.Context, env *engine.Env, ss *engine.StepState, o
 // that a revert after an interruption deletes it), and writes it.
 func create(ctx context.Context, env *engine.Env, ss *engine.StepState, obj *unstructured.Unstructured,
 	write func(context.Context, *unstructured.Unstructured) error) (changed bool, diff string, err error) {
-	labels := obj.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[engine.ManagedByLabel] = "yurtdns"
-	obj.SetLabels(labels)
+	LabelManaged(obj)
 	rendered, _ := yaml.Marshal(obj.Object)
 	diff = textedit.UnifiedDiff(ObjectKey(obj), nil, rendered)
 	if env.Options.DryRun {
@@ -86,6 +81,17 @@ func create(ctx context.Context, env *engine.Env, ss *engine.StepState, obj *uns
 		return false, "", err
 	}
 	return true, diff, write(ctx, obj)
+}
+
+// LabelManaged labels obj as install's (what revert and Apply check before
+// they touch an object).
+func LabelManaged(obj *unstructured.Unstructured) {
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[engine.ManagedByLabel] = "yurtdns"
+	obj.SetLabels(labels)
 }
 
 func notOurs(obj *unstructured.Unstructured) error {

@@ -51,10 +51,9 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 	}
 	files := objectsStep(nodeLocalDNS, objects)
 	return engine.Step{
-		Name:      nodeLocalDNS,
-		OptIn:     "--node-local-dns",
-		Enabled:   func(o engine.Options) bool { return o.NodeLocalDNS },
-		Preflight: requireIPv4KubeDNS,
+		Name:    nodeLocalDNS,
+		OptIn:   "--node-local-dns",
+		Enabled: func(o engine.Options) bool { return o.NodeLocalDNS },
 		Install: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
 			res, err := files.Install(ctx, env, ss)
 			if err != nil {
@@ -70,6 +69,10 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 					return engine.Result{}, err
 				}
 			}
+			addrs, err := nodeLocalAddrs(ctx, env)
+			if err != nil {
+				return engine.Result{}, err
+			}
 			tookOver, err := takeOverFromLeftover(ctx, env)
 			if err != nil {
 				return engine.Result{}, err
@@ -80,7 +83,7 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 			}
 			var switched []string
 			for _, n := range nodes {
-				changed, err := switchNode(ctx, env, ss, n)
+				changed, err := switchNode(ctx, env, ss, n, addrs)
 				if err != nil {
 					return engine.Result{}, err
 				}
@@ -88,7 +91,7 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 					switched = append(switched, n)
 				}
 			}
-			cm, diff, err := kubeletConfigMapEdit(ctx, env, ss, true)
+			cm, diff, err := kubeletConfigMapEdit(ctx, env, ss, true, addrs)
 			if err != nil {
 				return engine.Result{}, err
 			}
@@ -101,7 +104,7 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 				summary = append(summary, tookOver)
 			}
 			if len(switched) > 0 {
-				summary = append(summary, fmt.Sprintf("switched the kubelet clusterDNS of %s to %s", strings.Join(switched, ", "), nodelocal.Address))
+				summary = append(summary, fmt.Sprintf("switched the kubelet clusterDNS of %s to %s", strings.Join(switched, ", "), addrList(addrs)))
 			}
 			if cm != "" {
 				summary = append(summary, cm)
@@ -120,7 +123,7 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 		},
 		Revert: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
 			var summary []string
-			cm, _, err := kubeletConfigMapEdit(ctx, env, ss, false)
+			cm, _, err := kubeletConfigMapEdit(ctx, env, ss, false, nil)
 			if err != nil {
 				return engine.Result{}, err
 			}
@@ -164,12 +167,12 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 					return engine.Result{}, err
 				}
 			}
-			torn, err := teardownNodes(ctx, env, ss, stranded)
+			torn, tornAddrs, err := teardownNodes(ctx, env, ss, stranded)
 			if err != nil {
 				return engine.Result{}, err
 			}
 			if len(torn) > 0 {
-				summary = append(summary, fmt.Sprintf("took %s off lo of %s", nodelocal.Address, strings.Join(torn, ", ")))
+				summary = append(summary, fmt.Sprintf("took %s off lo of %s", addrList(tornAddrs), strings.Join(torn, ", ")))
 			}
 			if len(summary) == 0 {
 				return engine.Result{Summary: "nothing to revert"}, nil
@@ -185,7 +188,11 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 			if err != nil || st == engine.NotApplied {
 				return st, lingers, err
 			}
-			detail, all, err := nodeLocalStatus(ctx, env)
+			addrs, err := setupAddresses(ctx, env, nodeLocalDNS)
+			if err != nil {
+				return "", "", err
+			}
+			detail, all, err := nodeLocalStatus(ctx, env, addrs)
 			if err != nil {
 				return "", "", err
 			}
@@ -196,25 +203,6 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 			return st, strings.Join(details, "; "), nil
 		},
 	}
-}
-
-// requireIPv4KubeDNS refuses NodeLocal DNS on a cluster whose kube-dns has
-// no IPv4 ClusterIP (IPv6-only): the cache listens on nodelocal.Address
-// alone, which its pods could not reach. Without kube-dns other steps say so.
-func requireIPv4KubeDNS(ctx context.Context, env *engine.Env) error {
-	svc := &corev1.Service{}
-	if err := env.Client.Get(ctx, kube.Key(kube.KubeDNSService), svc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("reading Service %s: %w", kube.KubeDNSService, err)
-	}
-	ips := tunnelnodes.ServiceClusterIPs(svc)
-	if slices.ContainsFunc(ips, netip.Addr.Is4) {
-		return nil
-	}
-	return fmt.Errorf("NodeLocal DNS listens on %s only, and Service %s/%s has no IPv4 ClusterIP (%s): the pods of an IPv6-only cluster could not reach it; install without --node-local-dns",
-		nodelocal.Address, tunnelnodes.Namespace, kube.KubeDNSService, tunnelnodes.FormatClusterIPs(ips))
 }
 
 // nodeLocalObjects are deploy/node-local-dns with install's images, the
@@ -238,11 +226,15 @@ func nodeLocalObjects(ctx context.Context, env *engine.Env, l layout.Layout) ([]
 	if err != nil {
 		return nil, err
 	}
+	addrs, err := nodeLocalAddrs(ctx, env)
+	if err != nil {
+		return nil, err
+	}
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ConfigMap":
 			src, _, _ := unstructured.NestedString(o.Object, "data", "Corefile")
-			edited, err := corefile.SetYurthosts(src, l.YurthostsOptions)
+			edited, err := corefile.SetYurthosts(corefileAddresses(src, addrs), l.YurthostsOptions)
 			if err != nil {
 				return nil, fmt.Errorf("deploy/%s Corefile: %w", deploy.NodeLocalDNS, err)
 			}
@@ -265,6 +257,7 @@ func nodeLocalObjects(ctx context.Context, env *engine.Env, l layout.Layout) ([]
 		case "DaemonSet":
 			spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
 			spec["serviceAccountName"] = l.DNSServiceAccount
+			daemonSetAddresses(spec, addrs)
 			for field, image := range map[string]string{"initContainers": sync, "containers": env.Options.CoreDNSImage} {
 				containers, _ := spec[field].([]any)
 				for _, c := range containers {
@@ -328,11 +321,11 @@ func readyNodeNames(ctx context.Context, env *engine.Env) (ready, notReady []str
 // waits for the restarted kubelet's healthz: the kubelet reads its file
 // only at start, so a healthy new kubelet runs the new clusterDNS (status
 // reads it back from the kubelet's /configz).
-func switchNode(ctx context.Context, env *engine.Env, ss *engine.StepState, node string) (bool, error) {
+func switchNode(ctx context.Context, env *engine.Env, ss *engine.StepState, node string, addrs []netip.Addr) (bool, error) {
 	rec := ss.Records[kubeletRecordKey(node)].Kubelet
 	if rec != nil && rec.Since != nil && rec.Until == nil {
 		dns, err := runningClusterDNS(ctx, env, node)
-		if err == nil && slices.Equal(dns, []string{nodelocal.Address.String()}) {
+		if err == nil && slices.Equal(dns, nodelocal.Strings(addrs)) {
 			return false, nil
 		}
 	}
@@ -349,15 +342,26 @@ func switchNode(ctx context.Context, env *engine.Env, ss *engine.StepState, node
 	// Recorded before the Job exists: a revert after an interruption here
 	// knows the kubelet may have been switched, with what image, and that
 	// pods created from now on may resolve at the node-local address.
-	rec = &engine.KubeletRecord{Node: node, Image: image, Since: &metav1.Time{Time: time.Now()}}
-	ss.Records[kubeletRecordKey(node)] = engine.Record{Kubelet: rec}
+	ss.Records[kubeletRecordKey(node)] = engine.Record{Kubelet: switchRecord(rec, node, image, addrs, time.Now())}
 	if err := ss.Persist(ctx); err != nil {
 		return false, err
 	}
-	if err := runKubeletJob(ctx, env, ss, node, switchKubelet, image); err != nil {
+	if err := runKubeletJob(ctx, env, ss, node, switchKubelet, image, addrs); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// switchRecord is the record of node's kubelet switched to addrs at now.
+// A kubelet switched already (to the IPv4 address alone, by an earlier
+// version) keeps its Since: the pods made since resolve at the node-local
+// address too, and revert must hand them to the leftover forwarder.
+func switchRecord(prev *engine.KubeletRecord, node, image string, addrs []netip.Addr, now time.Time) *engine.KubeletRecord {
+	since := &metav1.Time{Time: now}
+	if prev != nil && prev.Since != nil && prev.Until == nil {
+		since = prev.Since
+	}
+	return &engine.KubeletRecord{Node: node, Image: image, Addresses: recordAddresses(addrs), Since: since}
 }
 
 // restoreNodes puts every switched kubelet back, one node after another. A
@@ -386,12 +390,12 @@ func restoreNodes(ctx context.Context, env *engine.Env, ss *engine.StepState) ([
 			return nil, err
 		}
 		if !kube.NodeReady(node) {
-			return nil, fmt.Errorf("node %s is NotReady: its kubelet still gives pods %s, so its cache stays; run revert again when the node is back", n, nodelocal.Address)
+			return nil, fmt.Errorf("node %s is NotReady: its kubelet still gives pods %s, so its cache stays; run revert again when the node is back", n, addrList(recordedAddresses(rec)))
 		}
-		if err := waitSwitchJobGone(ctx, env, ss, n, rec.Image); err != nil {
+		if err := waitSwitchJobGone(ctx, env, ss, n, rec); err != nil {
 			return nil, err
 		}
-		if err := runKubeletJob(ctx, env, ss, n, restoreKubelet, rec.JobImage(env.Options)); err != nil {
+		if err := runKubeletJob(ctx, env, ss, n, restoreKubelet, rec.JobImage(env.Options), recordedAddresses(rec)); err != nil {
 			return nil, err
 		}
 		rec.Until = &metav1.Time{Time: time.Now()}
@@ -403,8 +407,11 @@ func restoreNodes(ctx context.Context, env *engine.Env, ss *engine.StepState) ([
 }
 
 // recordCacheNodes records, before the DaemonSet goes, every node one of
-// its pods started on (their init containers put the address there),
-// switched or not, and returns the pods.
+// its pods started on (their init containers put the addresses there),
+// switched or not, and returns the pods. A node recorded with fewer
+// addresses (switched by an earlier version, or NotReady while install
+// rolled the caches to both families) gets the DaemonSet's as well, so
+// teardown takes every address its pods may have set up.
 func recordCacheNodes(ctx context.Context, env *engine.Env, ss *engine.StepState) ([]corev1.Pod, error) {
 	pods := &corev1.PodList{}
 	if err := env.Client.List(ctx, pods, client.InNamespace(tunnelnodes.Namespace), client.MatchingLabels{nodeLocalPodLabel: nodeLocalPodLabelV}); err != nil {
@@ -417,9 +424,19 @@ func recordCacheNodes(ctx context.Context, env *engine.Env, ss *engine.StepState
 	if err != nil {
 		return nil, err
 	}
+	addrs, err := setupAddresses(ctx, env, nodeLocalDNS)
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range pods.Items {
-		if k := kubeletRecordKey(p.Spec.NodeName); setupStarted(&p) && ss.Records[k].Kubelet == nil {
-			ss.Records[k] = engine.Record{Kubelet: &engine.KubeletRecord{Node: p.Spec.NodeName, Image: image}}
+		if !setupStarted(&p) {
+			continue
+		}
+		k := kubeletRecordKey(p.Spec.NodeName)
+		if rec := ss.Records[k].Kubelet; rec != nil {
+			rec.Addresses = recordAddresses(unionAddresses(recordedAddresses(rec), addrs))
+		} else {
+			ss.Records[k] = engine.Record{Kubelet: &engine.KubeletRecord{Node: p.Spec.NodeName, Image: image, Addresses: recordAddresses(addrs)}}
 		}
 	}
 	return pods.Items, ss.Persist(ctx)
@@ -442,7 +459,7 @@ func setupStarted(p *corev1.Pod) bool {
 // forgets the node. A NotReady node keeps both, and its record, until a
 // later revert: it cannot run the Job now. The leftover's nodes (keys of
 // lingering) are only forgotten: their leftover tears them down.
-func teardownNodes(ctx context.Context, env *engine.Env, ss *engine.StepState, lingering map[string][]string) ([]string, error) {
+func teardownNodes(ctx context.Context, env *engine.Env, ss *engine.StepState, lingering map[string][]string) (torn []string, tornAddrs []netip.Addr, err error) {
 	var nodes []string
 	for _, r := range ss.Records {
 		k := r.Kubelet
@@ -457,9 +474,13 @@ func teardownNodes(ctx context.Context, env *engine.Env, ss *engine.StepState, l
 	}
 	slices.Sort(nodes)
 	if env.Options.DryRun {
-		return nodes, nil
+		for _, n := range nodes {
+			tornAddrs = unionAddresses(tornAddrs, recordedAddresses(ss.Records[kubeletRecordKey(n)].Kubelet))
+		}
+		return nodes, tornAddrs, nil
 	}
-	var torn, notReady []string
+	var notReady []string
+	var notReadyAddrs []netip.Addr
 	for _, n := range nodes {
 		rec := ss.Records[kubeletRecordKey(n)].Kubelet
 		node := &corev1.Node{}
@@ -467,26 +488,29 @@ func teardownNodes(ctx context.Context, env *engine.Env, ss *engine.StepState, l
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return nil, err
+			return nil, nil, err
 		case !kube.NodeReady(node):
 			notReady = append(notReady, n)
+			notReadyAddrs = unionAddresses(notReadyAddrs, recordedAddresses(rec))
 			continue
 		default:
-			if err := runKubeletJob(ctx, env, ss, n, teardownNode, rec.JobImage(env.Options)); err != nil {
-				return nil, err
+			addrs := recordedAddresses(rec)
+			if err := runKubeletJob(ctx, env, ss, n, teardownNode, rec.JobImage(env.Options), addrs); err != nil {
+				return nil, nil, err
 			}
 			torn = append(torn, n)
+			tornAddrs = unionAddresses(tornAddrs, addrs)
 		}
 		delete(ss.Records, kubeletRecordKey(n))
 		if err := ss.Persist(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if len(notReady) > 0 {
-		return nil, fmt.Errorf("nodes %s are NotReady: %s stays on their lo (nothing answers there now); run revert again when they are back",
-			strings.Join(notReady, ", "), nodelocal.Address)
+		return nil, nil, fmt.Errorf("nodes %s are NotReady: %s stays on their lo (nothing answers there now); run revert again when they are back",
+			strings.Join(notReady, ", "), addrList(notReadyAddrs))
 	}
-	return torn, nil
+	return torn, tornAddrs, nil
 }
 
 // revertRestartsIt: revert itself, later in the same run, takes care of the
@@ -527,9 +551,9 @@ func podReadyOn(env *engine.Env, app, node string) kubewait.Condition {
 // kubeadm's kubelet-config ConfigMap, which joining nodes' kubelets start
 // from; a cluster without it (not made by kubeadm) has nothing to edit.
 // It returns a summary ("" for no change) and, in a dry run, the diff.
-func kubeletConfigMapEdit(ctx context.Context, env *engine.Env, ss *engine.StepState, install bool) (string, string, error) {
+func kubeletConfigMapEdit(ctx context.Context, env *engine.Env, ss *engine.StepState, install bool, addrs []netip.Addr) (string, string, error) {
 	edit := kube.ConfigMapKeyEdit(kubeletConfigMap, kubeletConfigKey, func(_ *engine.Env, current string, _ bool) (string, error) {
-		next, _, err := nodelocal.SetClusterDNS([]byte(current), []string{nodelocal.Address.String()})
+		next, _, err := nodelocal.SetClusterDNS([]byte(current), nodelocal.Strings(addrs))
 		return string(next), err
 	})
 	edit.Undo = kubeletConfigUndo
@@ -552,15 +576,21 @@ func kubeletConfigMapEdit(ctx context.Context, env *engine.Env, ss *engine.StepS
 	if err != nil || !changed {
 		return "", "", err
 	}
-	return edit.Key + " clusterDNS " + nodelocal.Address.String(), diff, nil
+	return edit.Key + " clusterDNS " + addrList(addrs), diff, nil
 }
 
 // kubeletConfigUndo: kubeadm upgrade keeps clusterDNS in kubelet-config but
 // writes the rest anew, so revert puts the original clusterDNS back into the
 // text as it is now.
 func kubeletConfigUndo(_ *engine.Env, current string, rec engine.Record) (string, error) {
+	// What install wrote: the node-local addresses of its run (an
+	// earlier install's record may have no After: the IPv4 address).
+	wrote := []string{nodelocal.Address.String()}
+	if after, err := nodelocal.ParseKubeletConfig([]byte(rec.After)); rec.After != "" && err == nil && len(after.ClusterDNS) > 0 {
+		wrote = after.ClusterDNS
+	}
 	now, err := nodelocal.ParseKubeletConfig([]byte(current))
-	if err != nil || !slices.Equal(now.ClusterDNS, []string{nodelocal.Address.String()}) {
+	if err != nil || !slices.Equal(now.ClusterDNS, wrote) {
 		return current, err
 	}
 	was, err := nodelocal.ParseKubeletConfig([]byte(rec.Before))
@@ -573,7 +603,7 @@ func kubeletConfigUndo(_ *engine.Env, current string, rec engine.Record) (string
 
 // nodeLocalStatus says, per node, what its kubelet runs with and whether
 // its cache is Ready; all is true when every Ready node is switched.
-func nodeLocalStatus(ctx context.Context, env *engine.Env) (detail string, all bool, err error) {
+func nodeLocalStatus(ctx context.Context, env *engine.Env, addrs []netip.Addr) (detail string, all bool, err error) {
 	nodes, notReady, err := readyNodes(ctx, env)
 	if err != nil {
 		return "", false, err
@@ -596,7 +626,7 @@ func nodeLocalStatus(ctx context.Context, env *engine.Env) (detail string, all b
 		case err != nil:
 			all = false
 			line = fmt.Sprintf("%s: %s; kubelet configuration unreadable: %v", n, state, err)
-		case slices.Equal(k.ClusterDNS, []string{nodelocal.Address.String()}):
+		case slices.Equal(k.ClusterDNS, nodelocal.Strings(addrs)):
 			line = fmt.Sprintf("%s: %s; kubelet clusterDNS %s", n, state, strings.Join(k.ClusterDNS, ","))
 		default:
 			all = false

@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/yurtdns/yurtdns/deploy"
 	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/layout"
+	"github.com/yurtdns/yurtdns/internal/nodelocal"
 	"github.com/yurtdns/yurtdns/internal/nodelocal/leftover"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -71,7 +73,7 @@ func TestLeftoverObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := leftover.Window{Since: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC), Until: time.Date(2026, 11, 25, 13, 0, 0, 0, time.UTC)}
-	objs, err := leftoverObjects(images, map[string]leftover.Window{"worker-1": w, "master-1": w})
+	objs, err := leftoverObjects(images, map[string]leftover.Window{"worker-1": w, "master-1": w}, []netip.Addr{nodelocal.Address})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 
 	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/install/kube"
 	"github.com/yurtdns/yurtdns/internal/kubewait"
-	"github.com/yurtdns/yurtdns/internal/nodelocal"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -48,9 +48,14 @@ func kubeletRecordKey(node string) string { return "kubelet " + node }
 // namespace (the cache's address, the kubelet's healthz on localhost), as
 // root (the kubelet's files are root's; nftables), with only what the
 // action needs.
-func kubeletJob(node string, a nodeLocalAction, image string, o engine.Options) *batchv1.Job {
+// It passes one --address per node-local address of addrs, in order.
+func kubeletJob(node string, a nodeLocalAction, image string, o engine.Options, addrs []netip.Addr) *batchv1.Job {
+	args := []string{"node-local-dns", a.name}
+	for _, addr := range addrs {
+		args = append(args, "--address", addr.String())
+	}
 	h := kube.HostJob{Name: fmt.Sprintf("yurtdns-%s-%s", a.name, kube.NodeHash(node)), Node: node, Action: a.name, Container: a.name, Image: image,
-		Args:        []string{"node-local-dns", a.name, "--address", nodelocal.Address.String(), "--interface", "lo", "--timeout", o.Timeout.String()},
+		Args:        append(args, "--interface", "lo", "--timeout", o.Timeout.String()),
 		Add:         []corev1.Capability{"NET_ADMIN"},
 		HostNetwork: true}
 	if a.kubelet {
@@ -64,8 +69,8 @@ func kubeletJob(node string, a nodeLocalAction, image string, o engine.Options) 
 // runKubeletJob runs one node's Job to completion and deletes it; a Job
 // that failed earlier is deleted first (running install or revert again
 // is the retry).
-func runKubeletJob(ctx context.Context, env *engine.Env, ss *engine.StepState, node string, a nodeLocalAction, image string) error {
-	job := kube.ToUnstructured(kubeletJob(node, a, image, env.Options), "batch/v1", "Job")
+func runKubeletJob(ctx context.Context, env *engine.Env, ss *engine.StepState, node string, a nodeLocalAction, image string, addrs []netip.Addr) error {
+	job := kube.ToUnstructured(kubeletJob(node, a, image, env.Options, addrs), "batch/v1", "Job")
 	if err := kube.DeleteFailedJob(ctx, env, job.GetName()); err != nil {
 		return err
 	}
@@ -82,8 +87,8 @@ func runKubeletJob(ctx context.Context, env *engine.Env, ss *engine.StepState, n
 
 // waitSwitchJobGone waits for a switch Job an interrupted install left on
 // node to stop (done or failed), then deletes it: the restore comes after.
-func waitSwitchJobGone(ctx context.Context, env *engine.Env, ss *engine.StepState, node, image string) error {
-	job := kube.ToUnstructured(kubeletJob(node, switchKubelet, image, env.Options), "batch/v1", "Job")
+func waitSwitchJobGone(ctx context.Context, env *engine.Env, ss *engine.StepState, node string, rec *engine.KubeletRecord) error {
+	job := kube.ToUnstructured(kubeletJob(node, switchKubelet, rec.Image, env.Options, recordedAddresses(rec)), "batch/v1", "Job")
 	if rec, ok := ss.Records[kube.ObjectKey(job)]; !ok || !rec.Created {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -11,7 +12,6 @@ import (
 	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/install/kube"
 	"github.com/yurtdns/yurtdns/internal/kubewait"
-	"github.com/yurtdns/yurtdns/internal/nodelocal"
 	"github.com/yurtdns/yurtdns/internal/nodelocal/leftover"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
@@ -68,6 +68,12 @@ func strandedPods(ctx context.Context, env *engine.Env, windows map[string]lefto
 // of it takes them all.
 func handOverToLeftover(ctx context.Context, env *engine.Env, ss *engine.StepState, stranded map[string][]string, windows map[string]leftover.Window) (string, error) {
 	nodes := slices.Sorted(maps.Keys(stranded))
+	// The addresses the pods there resolve at: those each node was set up
+	// with.
+	var addrs []netip.Addr
+	for _, n := range nodes {
+		addrs = unionAddresses(addrs, recordedAddresses(ss.Records[kubeletRecordKey(n)].Kubelet))
+	}
 	var each []string
 	for _, n := range nodes {
 		pods := stranded[n]
@@ -80,7 +86,7 @@ func handOverToLeftover(ctx context.Context, env *engine.Env, ss *engine.StepSta
 	}
 	summary := fmt.Sprintf("pods made under node-local DNS still resolve at %s (%s): handed the address over to DaemonSet %s/%s on %s, "+
 		"which goes by itself once they are gone (restart them to hasten it)",
-		nodelocal.Address, strings.Join(each, "; "), tunnelnodes.Namespace, leftover.Name, strings.Join(nodes, ", "))
+		addrList(addrs), strings.Join(each, "; "), tunnelnodes.Namespace, leftover.Name, strings.Join(nodes, ", "))
 	if env.Options.DryRun {
 		return summary, nil
 	}
@@ -92,7 +98,7 @@ func handOverToLeftover(ctx context.Context, env *engine.Env, ss *engine.StepSta
 	if err != nil {
 		return "", err
 	}
-	objs, err := leftoverObjects(images, lingering)
+	objs, err := leftoverObjects(images, lingering, addrs)
 	if err != nil {
 		return "", err
 	}
@@ -148,7 +154,8 @@ func leftoverImages(ctx context.Context, env *engine.Env) (images map[string]str
 // container name), the lingering nodes' windows in the ConfigMap, and the
 // DaemonSet pinned to those nodes; the ClusterRole, which owns the rest,
 // comes first.
-func leftoverObjects(images map[string]string, lingering map[string]leftover.Window) ([]*unstructured.Unstructured, error) {
+// It binds every node-local address of addrs, health and ready on the first.
+func leftoverObjects(images map[string]string, lingering map[string]leftover.Window, addrs []netip.Addr) ([]*unstructured.Unstructured, error) {
 	objs, err := deploy.Render(deploy.NodeLocalDNSLeftover)
 	if err != nil {
 		return nil, err
@@ -163,6 +170,11 @@ func leftoverObjects(images map[string]string, lingering map[string]leftover.Win
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ConfigMap":
+			if src, ok, _ := unstructured.NestedString(o.Object, "data", "Corefile"); ok {
+				if err := unstructured.SetNestedField(o.Object, corefileAddresses(src, addrs), "data", "Corefile"); err != nil {
+					return nil, err
+				}
+			}
 			for n, w := range lingering {
 				if err := unstructured.SetNestedField(o.Object, w.Encode(), "data", n); err != nil {
 					return nil, err
@@ -170,6 +182,7 @@ func leftoverObjects(images map[string]string, lingering map[string]leftover.Win
 			}
 		case "DaemonSet":
 			spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+			daemonSetAddresses(spec, addrs)
 			for _, field := range []string{"initContainers", "containers"} {
 				containers, _ := spec[field].([]any)
 				for _, c := range containers {
@@ -224,10 +237,14 @@ func leftoverStatus(ctx context.Context, env *engine.Env) (string, error) {
 	for _, n := range slices.Sorted(maps.Keys(windows)) {
 		nodes = append(nodes, fmt.Sprintf("%s (%d pods)", n, len(stranded[n])))
 	}
-	if len(nodes) == 0 {
-		return "leftover forwarder on " + nodelocal.Address.String() + " going", nil
+	addrs, err := setupAddresses(ctx, env, leftover.Name)
+	if err != nil {
+		return "", err
 	}
-	return fmt.Sprintf("leftover forwarder on %s for pods still resolving there: %s; it goes once they are gone", nodelocal.Address, strings.Join(nodes, ", ")), nil
+	if len(nodes) == 0 {
+		return "leftover forwarder on " + addrList(addrs) + " going", nil
+	}
+	return fmt.Sprintf("leftover forwarder on %s for pods still resolving there: %s; it goes once they are gone", addrList(addrs), strings.Join(nodes, ", ")), nil
 }
 
 // takeOverFromLeftover deletes a leftover forwarder of an earlier revert
@@ -245,8 +262,12 @@ func takeOverFromLeftover(ctx context.Context, env *engine.Env) (string, error) 
 	if err != nil {
 		return "", fmt.Errorf("reading ClusterRole %s: %w", leftover.ClusterRole, err)
 	}
+	addrs, err := setupAddresses(ctx, env, leftover.Name)
+	if err != nil {
+		return "", err
+	}
 	summary := fmt.Sprintf("took %s over from the leftover forwarder of the last revert (ClusterRole %s deleted, the garbage collector removes the rest)",
-		nodelocal.Address, leftover.ClusterRole)
+		addrList(addrs), leftover.ClusterRole)
 	if env.Options.DryRun {
 		return summary, nil
 	}

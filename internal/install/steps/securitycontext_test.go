@@ -2,11 +2,13 @@ package steps
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 
 	"github.com/yurtdns/yurtdns/deploy"
 	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/nodelocal"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -233,10 +235,10 @@ func TestLeastPrivilegeSecurityContext(t *testing.T) {
 		jobs = append(jobs, nodeJob{job: manifestJob("master-1", action, "yurtdns/tunnel-nodes-sync:latest", "/etc/kubernetes/patches", false, engine.Options{}), hostPath: hostKubernetesDir})
 	}
 	for _, a := range []nodeLocalAction{switchKubelet, restoreKubelet} {
-		jobs = append(jobs, nodeJob{job: kubeletJob("worker-1", a, "yurtdns/tunnel-nodes-sync:latest", engine.Options{}),
+		jobs = append(jobs, nodeJob{job: kubeletJob("worker-1", a, "yurtdns/tunnel-nodes-sync:latest", engine.Options{}, []netip.Addr{nodelocal.Address}),
 			caps: []corev1.Capability{"KILL", "SYS_PTRACE"}, hostNS: true, hostPath: hostKubeletDir})
 	}
-	jobs = append(jobs, nodeJob{job: kubeletJob("worker-1", teardownNode, "yurtdns/tunnel-nodes-sync:latest", engine.Options{}),
+	jobs = append(jobs, nodeJob{job: kubeletJob("worker-1", teardownNode, "yurtdns/tunnel-nodes-sync:latest", engine.Options{}, []netip.Addr{nodelocal.Address}),
 		caps: []corev1.Capability{"NET_ADMIN"}, hostNS: true})
 	for _, j := range jobs {
 		job := j.job

@@ -1,0 +1,62 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// MachineSettings reads the kernel settings a kubelet changes that no
+// namespace isolates, "key=value" each: what a cluster's teardown must put
+// back as they were before it started.
+func MachineSettings() (string, error) {
+	values, err := readMachineSysctls()
+	if err != nil {
+		return "", err
+	}
+	var settings []string
+	for _, k := range machineSysctls {
+		settings = append(settings, k+"="+values[k])
+	}
+	return strings.Join(settings, " "), nil
+}
+
+// readMachineSysctls reads machineSysctls' values.
+func readMachineSysctls() (map[string]string, error) {
+	values := map[string]string{}
+	for _, k := range machineSysctls {
+		v, err := os.ReadFile("/proc/sys/" + k)
+		if err != nil {
+			return nil, err
+		}
+		values[k] = strings.TrimSpace(string(v))
+	}
+	return values, nil
+}
+
+// Leftovers is what the stopped cluster left on the machine: its nodes'
+// network namespaces, its directory, kernel settings other than before
+// (MachineSettings read before it started); nil when nothing.
+func (c *Cluster) Leftovers(before string) error {
+	var left []error
+	out, err := exec.Command("ip", "netns", "list").Output()
+	switch {
+	case err != nil:
+		left = append(left, fmt.Errorf("ip netns list: %w", err))
+	case strings.Contains(string(out), "yurtdns-"):
+		left = append(left, fmt.Errorf("network namespaces left: %s", out))
+	}
+	if _, err := os.Stat(c.Dir()); !os.IsNotExist(err) {
+		left = append(left, fmt.Errorf("cluster directory %s left (%v)", c.Dir(), err))
+	}
+	after, err := MachineSettings()
+	switch {
+	case err != nil:
+		left = append(left, err)
+	case after != before:
+		left = append(left, fmt.Errorf("kernel settings not restored: before %s, after %s", before, after))
+	}
+	return errors.Join(left...)
+}
