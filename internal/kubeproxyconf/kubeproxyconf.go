@@ -2,6 +2,7 @@ package kubeproxyconf
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/yurtdns/yurtdns/internal/textedit"
@@ -97,8 +98,15 @@ func EnableEndpointSliceProxyingOff(conf string) (string, error) {
 	return strings.Join(lines, ""), nil
 }
 
+// yamlOnlyBreaks are the line breaks YAML counts and a split on "\n" does
+// not: with one of them the edits would change the wrong line.
+var yamlOnlyBreaks = regexp.MustCompile("\r[^\n]|\r$|\u0085|\u2028|\u2029")
+
 // parseKubeProxyConf returns the top-level mapping of a KubeProxyConfiguration.
 func parseKubeProxyConf(conf string) (*yaml.Node, error) {
+	if loc := yamlOnlyBreaks.FindStringIndex(conf); loc != nil {
+		return nil, fmt.Errorf("kube-proxy config.conf has a line break other than \\n or \\r\\n at byte %d", loc[0])
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(conf), &doc); err != nil {
 		return nil, fmt.Errorf("kube-proxy config.conf is not YAML: %w", err)

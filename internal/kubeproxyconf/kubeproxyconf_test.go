@@ -65,6 +65,11 @@ func TestEnableEndpointSliceProxyingOff(t *testing.T) {
 	if _, err := EnableEndpointSliceProxyingOff("kind: KubeProxyConfiguration\nfeatureGates:\n  EndpointSliceProxying: true\n"); err == nil {
 		t.Error("want an error when the gate is explicitly on")
 	}
+	// YAML reads a lone \r as a line break, a split on "\n" does not: the
+	// gate went onto the wrong line (make test's fuzzing found it).
+	if out, err := EnableEndpointSliceProxyingOff("kind: KubeProxyConfiguration\rfeatureGates:\n 0:"); err == nil {
+		t.Errorf("lone carriage return: want an error, got %q", out)
+	}
 }
 
 // FuzzKubeProxyConf: the config.conf edits never panic and are idempotent.
