@@ -5,12 +5,15 @@ package takeover
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/yurtdns/yurtdns/test/harness"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,16 +30,22 @@ var listenConfig = net.ListenConfig{Control: func(_, _ string, c syscall.RawConn
 
 const sends = 64
 
+// freeAddr is a loopback address on a port reserved for this test process.
+// Not port 0: a UDP socket with SO_REUSEPORT bound to port 0 may be put in
+// another process's group (a CoreDNS of the tests running beside these),
+// and the program would then steer that server's queries too.
+func freeAddr(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)) }
+
 // Two UDP servers share a loopback port. Before the program, new senders
 // are hashed over both; after the newer one's takeover, every datagram goes
 // to it; once the older one has closed, still to it.
 func TestSteerUDP(t *testing.T) {
-	older, err := listenConfig.ListenPacket(context.Background(), "udp", "127.0.0.1:0")
+	addr := freeAddr(t)
+	older, err := listenConfig.ListenPacket(context.Background(), "udp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer older.Close()
-	addr := older.LocalAddr().String()
 	newer, err := listenConfig.ListenPacket(context.Background(), "udp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -89,12 +98,12 @@ func receivedBy(t *testing.T, addr string, servers ...net.PacketConn) []int {
 
 // TCP listeners: after the takeover every connection is queued on the newer.
 func TestSteerTCP(t *testing.T) {
-	older, err := listenConfig.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	addr := freeAddr(t)
+	older, err := listenConfig.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer older.Close()
-	addr := older.Addr().String()
 	newer, err := listenConfig.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)

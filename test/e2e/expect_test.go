@@ -33,6 +33,15 @@ func expectAnswer(t harness.TB, within time.Duration, server, name, qtype string
 }
 
 func matchAnswer(r harness.DigResult, qtype string, want []string) error {
+	if err := matchAnswerData(r, qtype, want); err != nil {
+		// dig's header says which server answered (its flags, the counts
+		// of every section): a stray answer names the one that sent it.
+		return fmt.Errorf("%w; dig printed:\n%s", err, r.Raw)
+	}
+	return nil
+}
+
+func matchAnswerData(r harness.DigResult, qtype string, want []string) error {
 	switch {
 	case len(want) == 1 && want[0] == "NXDOMAIN":
 		if r.Status != "NXDOMAIN" {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -203,21 +204,10 @@ func (p *Process) WaitHTTP200(t TB, url string, timeout time.Duration) {
 	t.Fatalf("%s not ready after %s (last: %s)", url, timeout, last)
 }
 
-// givenPorts holds every port FreePort returned in this process: a port
-// closed a moment ago is the kernel's next pick, so two calls in a row could
-// return the same one (yurthub failed on "address already in use" when its
-// secure and multiplexer ports came out equal).
-var (
-	givenPortsMu sync.Mutex
-	givenPorts   = map[int]bool{}
-)
-
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, is
-// also free for UDP, and was not returned before in this process.
+// also free for UDP, and is reserved for this process (reservePort).
 func FreePort(t TB) int {
 	t.Helper()
-	givenPortsMu.Lock()
-	defer givenPortsMu.Unlock()
 	for range 50 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -226,17 +216,77 @@ func FreePort(t TB) int {
 		port := l.Addr().(*net.TCPAddr).Port
 		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		l.Close()
-		if err == nil {
-			u.Close()
-			if givenPorts[port] {
-				continue
-			}
-			givenPorts[port] = true
+		if err != nil {
+			continue
+		}
+		u.Close()
+		reserved, err := reservePort(port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reserved {
 			return port
 		}
 	}
 	t.Fatal("no free port")
 	return 0
+}
+
+// portReservations are the ports FreePort returned, each a lock held on a
+// file until this process exits. A port closed a moment ago is the kernel's
+// next pick, in this process (yurthub failed on "address already in use"
+// when its secure and multiplexer ports came out equal) and in the other
+// test processes make test runs at once; and CoreDNS listens with
+// SO_REUSEPORT, so two servers handed one port both start and answer each
+// other's queries. envtest's own port picker (controller-runtime's
+// addr.Suggest) reserves its ports the same way in the same directory, so
+// neither hands out the other's.
+var (
+	portReservationsMu sync.Mutex
+	portReservations   []*os.File
+)
+
+// portReservationDir is envtest's: the user cache directory's
+// kubebuilder-envtest, else the temporary directory's.
+var portReservationDir = sync.OnceValues(func() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, "kubebuilder-envtest")
+	return dir, os.MkdirAll(dir, 0o750)
+})
+
+// reservePort locks port's file for this process; false when another
+// process, or an earlier FreePort of this one, holds it (flock locks are
+// per open file, not per process).
+func reservePort(port int) (bool, error) {
+	dir, err := portReservationDir()
+	if err != nil {
+		return false, err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("port-%d", port))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return false, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil
+		}
+		return false, err
+	}
+	// envtest deletes the reservations older than two minutes.
+	now := time.Now()
+	if err := os.Chtimes(path, now, now); err != nil {
+		f.Close()
+		return false, err
+	}
+	portReservationsMu.Lock()
+	portReservations = append(portReservations, f)
+	portReservationsMu.Unlock()
+	return true, nil
 }
 
 // Eventually calls check until it returns nil or timeout passes, then fails
