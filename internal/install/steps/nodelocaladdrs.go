@@ -3,6 +3,7 @@ package steps
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -122,10 +123,7 @@ func corefileAddresses(corefile string, addrs []netip.Addr) string {
 	}
 	corefile = strings.ReplaceAll(corefile, "bind "+nodelocal.Address.String()+"\n", "bind "+strings.Join(nodelocal.Strings(addrs), " ")+"\n")
 	return defaultHostPort.ReplaceAllStringFunc(corefile, func(hp string) string {
-		port := defaultHostPort.FindStringSubmatch(hp)[1]
-		var p uint16
-		fmt.Sscan(port, &p)
-		return netip.AddrPortFrom(addrs[0], p).String()
+		return net.JoinHostPort(addrs[0].String(), defaultHostPort.FindStringSubmatch(hp)[1])
 	})
 }
 
