@@ -29,11 +29,13 @@ done
 mkdir -p /opt/cni/bin /usr/lib/modules && mount --bind /usr/lib/cni /opt/cni/bin
 mount --make-rshared /var/lib/kubelet
 # The node's own names (hostNetwork pods, the apiserver among them, get a copy
-# of /etc/hosts: names of other nodes must come from DNS), and a resolver on
-# the node's own address that answers NXDOMAIN for everything, so CoreDNS's
-# forward never sends a query off the machine.
+# of /etc/hosts: names of other nodes must come from DNS), with the loopback
+# line Debian's installer writes for the hostname (127.0.1.1: the apiserver's
+# node proxy then refuses this node by name), and a resolver on the node's
+# own address that answers NXDOMAIN for everything, so CoreDNS's forward
+# never sends a query off the machine.
 rm -f /etc/resolv.conf /etc/hosts
 echo "nameserver $addr" >/etc/resolv.conf
-printf '127.0.0.1 localhost\n%s %s\n' "$addr" "$name" >/etc/hosts
+printf '127.0.0.1 localhost\n127.0.1.1 %s\n%s %s\n' "$name" "$addr" "$name" >/etc/hosts
 echo ready
 exec sleep infinity

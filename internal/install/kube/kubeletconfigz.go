@@ -2,10 +2,12 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,29 @@ import (
 // maxConfigz bounds what is read of a kubelet's /configz (a few KiB).
 const maxConfigz = 1 << 20
 
+// NodeNameNotProxyableError is the apiserver's node proxy refusing a node
+// because its name resolves, where the apiserver runs, to an address that
+// is not global unicast: an /etc/hosts line such as Debian's installer
+// writes (`127.0.1.1 <hostname>`) on the apiserver's node. The apiserver
+// dials nodes by name once install makes it prefer Hostname, so its node
+// proxy (kubectl get --raw .../proxy, /configz) then refuses that node;
+// kubectl logs and exec do not check and still work.
+type NodeNameNotProxyableError struct {
+	Node    string
+	Message string // the apiserver's
+}
+
+func (e *NodeNameNotProxyableError) Error() string {
+	return fmt.Sprintf("the apiserver's node proxy refuses node %s (%q): the name %s resolves, where kube-apiserver runs, "+
+		"to a loopback or link-local address (an /etc/hosts line such as `127.0.1.1 %s`, which Debian's installer writes); "+
+		"remove that line from the node's /etc/hosts", e.Node, e.Message, e.Node, e.Node)
+}
+
+// notProxyable is the apiserver's message for a node name that resolves to
+// an address it will not proxy to (pkg/registry/core/node's
+// isProxyableHostname).
+const notProxyable = "address not allowed"
+
 // KubeletConfigz reads node's kubelet configuration (/configz) through the
 // apiserver's node proxy. The apiserver passes a node-proxy request on with
 // the Host header its client sent, which names the apiserver: a tunnel that
@@ -25,6 +50,9 @@ const maxConfigz = 1 << 20
 // (logs, exec) do.
 func KubeletConfigz(ctx context.Context, cs kubernetes.Interface, node string) ([]byte, error) {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "configz").DoRaw(ctx)
+	if apierrors.IsBadRequest(err) {
+		return nil, badRequest(node, err, raw)
+	}
 	rc, ok := cs.CoreV1().RESTClient().(*rest.RESTClient)
 	if err == nil || !apierrors.IsServiceUnavailable(err) || !ok || rc.Client == nil {
 		return raw, err
@@ -55,4 +83,19 @@ func KubeletConfigz(ctx context.Context, cs kubernetes.Interface, node string) (
 		return nil, fmt.Errorf("%w; asked again with Host %s: %s", err, req.Host, resp.Status)
 	}
 	return body, nil
+}
+
+// badRequest keeps the apiserver's reason for a 400, which client-go's
+// error for a body that is no Status drops ("the server rejected our
+// request for an unknown reason"), and names a node the proxy refuses.
+func badRequest(node string, err error, body []byte) error {
+	msg := strings.TrimSpace(string(body[:min(len(body), 512)]))
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Message != "" && !strings.Contains(msg, status.Status().Message) {
+		msg = strings.TrimSpace(status.Status().Message + " " + msg)
+	}
+	if strings.Contains(msg, notProxyable) {
+		return &NodeNameNotProxyableError{Node: node, Message: notProxyable}
+	}
+	return fmt.Errorf("%w: %s", err, msg)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -192,7 +193,7 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 			if err != nil {
 				return "", "", err
 			}
-			detail, all, err := nodeLocalStatus(ctx, env, addrs)
+			detail, all, err := nodeLocalStatus(ctx, env, ss, addrs)
 			if err != nil {
 				return "", "", err
 			}
@@ -602,8 +603,12 @@ func kubeletConfigUndo(_ *engine.Env, current string, rec engine.Record) (string
 }
 
 // nodeLocalStatus says, per node, what its kubelet runs with and whether
-// its cache is Ready; all is true when every Ready node is switched.
-func nodeLocalStatus(ctx context.Context, env *engine.Env, addrs []netip.Addr) (detail string, all bool, err error) {
+// its cache is Ready; all is true when every Ready node is switched. A
+// node whose /configz the apiserver will not proxy to (its name resolves
+// to a loopback address where the apiserver runs) counts as switched when
+// install switched it: its switch Job saw the restarted kubelet healthy,
+// and the line says why it could not be read back.
+func nodeLocalStatus(ctx context.Context, env *engine.Env, ss *engine.StepState, addrs []netip.Addr) (detail string, all bool, err error) {
 	nodes, notReady, err := readyNodes(ctx, env)
 	if err != nil {
 		return "", false, err
@@ -621,8 +626,11 @@ func nodeLocalStatus(ctx context.Context, env *engine.Env, addrs []netip.Addr) (
 			state = "cache not Ready (" + why + ")"
 		}
 		k, err := readRunningKubelet(ctx, env, n)
+		var refused *kube.NodeNameNotProxyableError
 		line := ""
 		switch {
+		case errors.As(err, &refused) && switchedTo(ss.Records[kubeletRecordKey(n)].Kubelet, addrs):
+			line = fmt.Sprintf("%s: %s; kubelet switched to %s by install, not read back: %v", n, state, addrList(addrs), err)
 		case err != nil:
 			all = false
 			line = fmt.Sprintf("%s: %s; kubelet configuration unreadable: %v", n, state, err)
@@ -642,6 +650,12 @@ func nodeLocalStatus(ctx context.Context, env *engine.Env, addrs []netip.Addr) (
 		lines = append(lines, n+": NotReady")
 	}
 	return strings.Join(lines, "; "), all, nil
+}
+
+// switchedTo: install switched the node's kubelet to addrs and has not
+// restored it since.
+func switchedTo(rec *engine.KubeletRecord, addrs []netip.Addr) bool {
+	return rec != nil && rec.Since != nil && rec.Until == nil && slices.Equal(recordedAddresses(rec), addrs)
 }
 
 // watchListFrom is the first kubelet whose client-go starts every informer

@@ -295,15 +295,61 @@ func TestNodeLocalStatusDualStack(t *testing.T) {
 				Spec: corev1.PodSpec{NodeName: n}, Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}})
 	}
 	env := &engine.Env{Client: fake.NewClientBuilder().WithObjects(objs...).Build(), Clientset: cs}
-	detail, all, err := nodeLocalStatus(context.Background(), env, nodelocal.Addresses(dualStack))
+	detail, all, err := nodeLocalStatus(context.Background(), env, &engine.StepState{}, nodelocal.Addresses(dualStack))
 	want := "worker-1: cache Ready; kubelet clusterDNS 169.254.20.10,fd84:5bd1:ae3::10; worker-2: cache Ready; kubelet clusterDNS 169.254.20.10 (not switched)"
 	if err != nil || all || detail != want {
 		t.Errorf("status: %q, all %v, %v; want %q, not all", detail, all, err, want)
 	}
-	detail, all, err = nodeLocalStatus(context.Background(), env, []netip.Addr{nodelocal.Address})
+	detail, all, err = nodeLocalStatus(context.Background(), env, &engine.StepState{}, []netip.Addr{nodelocal.Address})
 	want = "worker-1: cache Ready; kubelet clusterDNS 169.254.20.10,fd84:5bd1:ae3::10 (not switched); worker-2: cache Ready; kubelet clusterDNS 169.254.20.10"
 	if err != nil || all || detail != want {
 		t.Errorf("status (IPv4): %q, all %v, %v; want %q", detail, all, err, want)
+	}
+}
+
+// status on nodes whose /configz the apiserver will not proxy to (their
+// names resolve to 127.0.1.1 where it runs): a node install switched to
+// these addresses counts as switched, with why it was not read back; one
+// it did not switch, or switched to other addresses, or restored, does not.
+func TestNodeLocalStatusNotProxyable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"address not allowed","reason":"BadRequest","code":400}`)
+	}))
+	defer srv.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := []client.Object{
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "master-1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "node-local-dns-master-1", Namespace: "kube-system", Labels: map[string]string{nodeLocalPodLabel: nodeLocalPodLabelV}},
+			Spec: corev1.PodSpec{NodeName: "master-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}},
+	}
+	env := &engine.Env{Client: fake.NewClientBuilder().WithObjects(objs...).Build(), Clientset: cs}
+	since := &metav1.Time{Time: time.Now()}
+	addrs := nodelocal.Addresses(dualStack)
+	for _, tc := range []struct {
+		name   string
+		record *engine.KubeletRecord
+		all    bool
+	}{
+		{"switched by install", &engine.KubeletRecord{Node: "master-1", Addresses: nodelocal.Strings(addrs), Since: since}, true},
+		{"not switched", nil, false},
+		{"switched to the IPv4 address alone", &engine.KubeletRecord{Node: "master-1", Since: since}, false},
+		{"restored", &engine.KubeletRecord{Node: "master-1", Addresses: nodelocal.Strings(addrs), Since: since, Until: since}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ss := &engine.StepState{Records: map[string]engine.Record{}}
+			if tc.record != nil {
+				ss.Records[kubeletRecordKey("master-1")] = engine.Record{Kubelet: tc.record}
+			}
+			detail, all, err := nodeLocalStatus(context.Background(), env, ss, addrs)
+			if err != nil || all != tc.all || !strings.Contains(detail, "`127.0.1.1 master-1`") {
+				t.Errorf("status: %q, all %v, %v; want all %v and the /etc/hosts line named", detail, all, err, tc.all)
+			}
+		})
 	}
 }
 
