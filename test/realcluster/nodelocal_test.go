@@ -225,8 +225,11 @@ func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 
 	// A reboot remakes every pod's sandbox, so dns-before-worker-1 now
 	// resolves at the node-local address too.
-	t.Run("worker-1 rebooted while cut off from master-1", func(t *testing.T) {
-		rebootWhileCutOff(t, after[1].name, local, rebootNames(t), 90*time.Second, true, nil)
+	t.Run("worker-1 cut off from master-1", func(t *testing.T) {
+		rebootWhileCutOff(t, after[1].name, local, rebootNames(t), 30*time.Second, 0, true, nil)
+	})
+	t.Run("worker-1 rebooted twice while cut off from master-1", func(t *testing.T) {
+		rebootWhileCutOff(t, after[1].name, local, rebootNames(t), 90*time.Second, 2, true, nil)
 	})
 	for _, p := range []*podNetns{&after[1], &before[1]} {
 		pid, err := kc.Node(p.node).PodPID(ctx, "kube-system", p.name)

@@ -51,15 +51,15 @@ func BenchmarkEdgeReboot(b *testing.B) {
 				results["stock_yurthub_kube_dns_endpoints"], results["stock_coredns_worker_1_ip"] = staleKubeDNSEndpoints(b)
 			}
 		}
-		fig := rebootWhileCutOff(b, client, resolver, want, cutFor, layout.name == "node-local", stale)
+		fig := rebootWhileCutOff(b, client, resolver, want, cutFor, 1, layout.name == "node-local", stale)
 		r := map[string]any{
 			"pod_back_s": fig.PodBack.Seconds(), "dns_answering_s": fig.CacheAnswers.Seconds(),
 			"queries": fig.Probed, "failed": fig.Failed,
-			"yurthub_healthy_s": fig.Healthy.Seconds(), "real_token_s": fig.RealToken.Seconds(), "change_answered_s": fig.Answered.Seconds(),
+			"yurthub_healthy_s": fig.Healthy.Seconds(), "real_token_seen": fig.TokenSeen, "real_token_s": fig.RealToken.Seconds(), "change_answered_s": fig.Answered.Seconds(),
 		}
 		results[layout.name] = r
 		b.Logf("%s: %d of %d queries failed while cut off; link back: yurthub %s, token %s, change answered %s",
-			layout.name, fig.Failed, fig.Probed, fig.Healthy.Round(100*time.Millisecond), fig.RealToken.Round(100*time.Millisecond), fig.Answered.Round(100*time.Millisecond))
+			layout.name, fig.Failed, fig.Probed, fig.Healthy.Round(100*time.Millisecond), fig.token(), fig.Answered.Round(100*time.Millisecond))
 		b.ReportMetric(float64(fig.Failed), layout.name+"-failed")
 		b.ReportMetric(float64(fig.Probed), layout.name+"-queries")
 		b.ReportMetric(fig.Answered.Seconds(), layout.name+"-change-answered-s")
