@@ -137,6 +137,7 @@ func TestKubeadmUpgrade(t *testing.T) {
 			t.Errorf("install after the plain upgrade (%v):\n%s", err, out)
 		}
 		t.Logf("install after the plain upgrade took %s", time.Since(started).Round(100*time.Millisecond))
+		checkSyncNotRestarted(t, "the plain kubeadm upgrade and install")
 		probes.finish(t, "the plain upgrade and install, asked from pods made before install")
 		checkUpgradeKeptInstall(t)
 	})
@@ -317,6 +318,7 @@ func (s probeSet) finish(t *testing.T, what string) {
 // after the one install that restores), everything install did is live.
 func checkUpgradeKeptInstall(t *testing.T) {
 	ctx := context.Background()
+	checkSyncNotRestarted(t, "the kubeadm upgrade")
 	waitTopologyRestored(t)
 	out, err := runSyncQuiet(t, "status")
 	if err != nil || strings.Contains(out, "drifted") || !regexp.MustCompile(`(?m)^control-plane\s+applied`).MatchString(out) {

@@ -41,6 +41,7 @@ func TestInstallAndRevert(t *testing.T) {
 	t.Logf("install took %s", time.Since(started).Round(100*time.Millisecond))
 
 	t.Run("image swap", func(t *testing.T) { checkImageSwap(t) })
+	t.Run("the sync rode out kube-apiserver's restart", func(t *testing.T) { checkSyncNotRestarted(t, "install's control-plane step") })
 	t.Run("kube-proxy step with a node without yurthub", func(t *testing.T) {
 		// yurthub runs on worker-1 as yurtadm's service, not on master-1.
 		if !strings.Contains(out, "[kube-proxy] skipped: yurthub does not run on master-1") {
@@ -86,6 +87,28 @@ func TestInstallAndRevert(t *testing.T) {
 		t.Errorf("the ServiceMonitors after revert:\n%s\nbefore install:\n%s", now, monitorsBefore)
 	}
 	checkReverted(t, ctx, testStarted)
+}
+
+// checkSyncNotRestarted: no container of tunnel-nodes-sync's pods has
+// restarted: the sync waits for an apiserver that restarts (the
+// control-plane step, kubeadm upgrade) and campaigns again, instead of
+// exiting into the kubelet's back-off.
+func checkSyncNotRestarted(t *testing.T, through string) {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=tunnel-nodes-sync"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("tunnel-nodes-sync's pods: %v (%d)", err, len(pods.Items))
+	}
+	restarts := 0
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if c.RestartCount > 0 {
+				restarts += int(c.RestartCount)
+				t.Errorf("through %s, %s's container %s restarted %d times (last: %+v)", through, p.Name, c.Name, c.RestartCount, c.LastTerminationState.Terminated)
+			}
+		}
+	}
+	t.Logf("through %s: %d tunnel-nodes-sync pods, %d restarts", through, len(pods.Items), restarts)
 }
 
 // checkShardsServed: the sync wrote the records' shard set (two nodes: one
