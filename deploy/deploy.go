@@ -41,7 +41,7 @@ const (
 // them all (the RBAC-only ones are parts of them, or applied by install).
 var Dirs = []string{TunnelNodesSync, CoreDNSYurt, TunnelNodesSyncRaven, NodeLocalDNS, NodeLocalDNSLeftover}
 
-//go:embed tunnel-nodes-sync coredns-yurt raven records node-local-dns node-local-dns-leftover monitoring
+//go:embed tunnel-nodes-sync coredns-yurt raven records node-local-dns node-local-dns-leftover monitoring images
 var manifests embed.FS
 
 // Render builds the kustomization in directory dir (one of the constants).

@@ -36,8 +36,8 @@ var kustomizations = []string{
 	deploy.Monitoring,
 }
 
-// repositories are yurtdns's images, which deploy/ names at :latest and
-// make image writes at :VERSION.
+// repositories are yurtdns's images, which deploy/ pins at the VERSION file
+// and make image writes at $(VERSION), which `make VERSION=...` may override.
 var repositories = []string{"docker.io/yurtdns/coredns-yurt", "docker.io/yurtdns/tunnel-nodes-sync"}
 
 func main() {
