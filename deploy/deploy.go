@@ -35,6 +35,11 @@ const (
 	NodeLocalDNSLeftover = "node-local-dns-leftover"
 	// Monitoring is the PodMonitors and alerts of prometheus-operator.
 	Monitoring = "monitoring"
+	// MonitoringRaven is Monitoring with coredns-yurt in raven-proxy-dns's pods.
+	MonitoringRaven = "raven/monitoring"
+	// MonitoringSidecar is Monitoring with the sync in yurt-tunnel-server's
+	// pods (SidecarComponent).
+	MonitoringSidecar = "tunnel-nodes-sync/sidecar/monitoring"
 )
 
 // Dirs are every workload's kustomization above, for tests that apply

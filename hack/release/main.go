@@ -34,6 +34,8 @@ var kustomizations = []string{
 	deploy.TunnelNodesSyncRaven,
 	deploy.RavenProxyDNSRBAC,
 	deploy.Monitoring,
+	deploy.MonitoringRaven,
+	deploy.MonitoringSidecar,
 }
 
 // repositories are yurtdns's images, which deploy/ pins at the VERSION file

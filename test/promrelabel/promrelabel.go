@@ -62,19 +62,27 @@ func Configs(relabelings []any) ([]*relabel.Config, error) {
 // discovered after the endpoint's relabelings (the "relabelings" of one
 // element of a ServiceMonitor's spec.endpoints); kept false when they drop it.
 func Address(endpoint map[string]any, discovered map[string]string) (address string, kept bool, err error) {
+	target, kept, err := Relabel(endpoint, discovered)
+	return target[model.AddressLabel], kept, err
+}
+
+// Relabel is the labels of a target with the discovery labels discovered
+// after the endpoint's relabelings (of a ServiceMonitor's or a PodMonitor's
+// endpoint); kept false when they drop it.
+func Relabel(endpoint map[string]any, discovered map[string]string) (target map[string]string, kept bool, err error) {
 	var relabelings []any
 	if r, ok := endpoint["relabelings"]; ok && r != nil {
 		if relabelings, ok = r.([]any); !ok {
-			return "", false, fmt.Errorf("relabelings is not a list")
+			return nil, false, fmt.Errorf("relabelings is not a list")
 		}
 	}
 	cfgs, err := Configs(relabelings)
 	if err != nil {
-		return "", false, err
+		return nil, false, err
 	}
 	lb := labels.NewBuilder(labels.FromMap(discovered))
 	if !relabel.ProcessBuilder(lb, cfgs...) {
-		return "", false, nil
+		return nil, false, nil
 	}
-	return lb.Get(model.AddressLabel), true, nil
+	return lb.Labels().Map(), true, nil
 }

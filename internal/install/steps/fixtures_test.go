@@ -14,7 +14,14 @@ import (
 // kubeadmObject decodes the object of the given kind from a fixture file.
 func kubeadmObject(t *testing.T, file, kind string, into any) {
 	t.Helper()
-	data, err := os.ReadFile("../../../test/testdata/kubeadm/" + file)
+	repoObject(t, "test/testdata/kubeadm/"+file, kind, into)
+}
+
+// repoObject decodes the first object of the given kind from a YAML file of
+// this repository (path from its root).
+func repoObject(t *testing.T, path, kind string, into any) {
+	t.Helper()
+	data, err := os.ReadFile("../../../" + path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +29,7 @@ func kubeadmObject(t *testing.T, file, kind string, into any) {
 	for {
 		var raw map[string]any
 		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-			t.Fatalf("no %s in %s", kind, file)
+			t.Fatalf("no %s in %s", kind, path)
 		} else if err != nil {
 			t.Fatal(err)
 		}

@@ -12,18 +12,19 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// monitoringStep creates deploy/monitoring's PodMonitors and PrometheusRule
-// and deletes them on revert, each only where the cluster serves its
-// prometheus-operator CRD: without any, the step is skipped, as the
-// prometheus step is.
-func monitoringStep() engine.Step {
+// monitoringStep creates the PodMonitors and PrometheusRule of the
+// kustomization dir of deploy/ (deploy/monitoring, or a layout's variant
+// whose PodMonitors select its pods) and deletes them on revert, each only
+// where the cluster serves its prometheus-operator CRD: without any, the
+// step is skipped, as the prometheus step is.
+func monitoringStep(dir string) engine.Step {
 	step := objectsStep("monitoring", func(_ context.Context, env *engine.Env) ([]*unstructured.Unstructured, error) {
-		served, _, err := monitoringObjects(env)
+		served, _, err := monitoringObjects(env, dir)
 		return served, err
 	})
 	install, status := step.Install, step.Status
 	step.Install = func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
-		served, absent, err := monitoringObjects(env)
+		served, absent, err := monitoringObjects(env, dir)
 		if err != nil {
 			return engine.Result{}, err
 		}
@@ -37,7 +38,7 @@ func monitoringStep() engine.Step {
 		return res, err
 	}
 	step.Status = func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.StepStatus, string, error) {
-		served, absent, err := monitoringObjects(env)
+		served, absent, err := monitoringObjects(env, dir)
 		switch {
 		case err != nil:
 			return "", "", err
@@ -55,10 +56,10 @@ func monitoringStep() engine.Step {
 	return step
 }
 
-// monitoringObjects renders deploy/monitoring into the objects whose kind
-// the cluster serves and, when some are not, the reason they are left out.
-func monitoringObjects(env *engine.Env) (served []*unstructured.Unstructured, absent string, err error) {
-	objs, err := deploy.Render(deploy.Monitoring)
+// monitoringObjects renders dir into the objects whose kind the cluster
+// serves and, when some are not, the reason they are left out.
+func monitoringObjects(env *engine.Env, dir string) (served []*unstructured.Unstructured, absent string, err error) {
+	objs, err := deploy.Render(dir)
 	if err != nil {
 		return nil, "", err
 	}

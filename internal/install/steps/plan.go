@@ -14,11 +14,11 @@ import (
 func init() {
 	AddPlan(layout.YurtTunnel, func(l layout.Layout) []engine.Step {
 		return []engine.Step{recordsStep(), rbacStep("rbac", deploy.CoreDNSRBAC), corefileStep(l), corednsDaemonSetStep(), kubeDNSTopologyStep(), kubeProxyStep(),
-			controlPlaneStep(), tunnelDNSStep(), syncStep("sync", deploy.TunnelNodesSync), prometheusStep(), monitoringStep()}
+			controlPlaneStep(), tunnelDNSStep(), syncStep("sync", deploy.TunnelNodesSync), prometheusStep(), monitoringStep(deploy.Monitoring)}
 	})
 	AddPlan(layout.Raven, func(l layout.Layout) []engine.Step {
 		return []engine.Step{recordsStep(), rbacStep("raven-rbac", deploy.RavenProxyDNSRBAC), ravenCorefileStep(l), ravenProxyDNSStep(), gatewayDNSStep(),
-			syncStep("raven-sync", deploy.TunnelNodesSyncRaven)}
+			syncStep("raven-sync", deploy.TunnelNodesSyncRaven), monitoringStep(deploy.MonitoringRaven)}
 	})
 }
 
