@@ -29,24 +29,25 @@ type outageReplica struct {
 	pid int
 }
 
-// startReplicas starts n syncs (leader election on, the Deployment's
-// timings unless args say otherwise), each as user sync-<i>, each with
-// kubeconfig(user) and waits until one leads.
-func startReplicas(t *testing.T, n int, kubeconfig func(user string) string, args ...string) []*outageReplica {
+// startReplica starts a sync as user (leader election on, the
+// Deployment's timings unless args say otherwise) with kubeconfig.
+func startReplica(t *testing.T, user, kubeconfig string, args ...string) *outageReplica {
 	t.Helper()
-	var replicas []*outageReplica
-	for i := range n {
-		user := fmt.Sprintf("sync-%d", i)
-		s := harness.StartSync(t, kubeconfig(user), args...)
-		replicas = append(replicas, &outageReplica{user: user, Sync: s, pid: s.Pid()})
-	}
+	s := harness.StartSync(t, kubeconfig, args...)
+	return &outageReplica{user: user, Sync: s, pid: s.Pid()}
+}
+
+// waitLeader waits until one of replicas leads, and returns it.
+func waitLeader(t *testing.T, replicas []*outageReplica) *outageReplica {
+	t.Helper()
+	var leader *outageReplica
 	harness.Eventually(t, 30*time.Second, func() error {
-		if leaderOf(t, replicas) == nil {
+		if leader = leaderOf(t, replicas); leader == nil {
 			return fmt.Errorf("no leader yet")
 		}
 		return nil
 	})
-	return replicas
+	return leader
 }
 
 // leaderOf is the replica that reports itself leading (nil: none).
@@ -159,9 +160,12 @@ func outageFixture(t *testing.T) *harness.ControlPlane {
 func TestSyncRidesOutAPIServerOutage(t *testing.T) {
 	const outage = 45 * time.Second
 	cp := outageFixture(t)
-	replicas := startReplicas(t, 2, func(user string) string { return cp.KubeconfigFor(t, user, "system:masters") })
+	var replicas []*outageReplica
+	for _, user := range []string{"sync-0", "sync-1"} {
+		replicas = append(replicas, startReplica(t, user, cp.KubeconfigFor(t, user, "system:masters")))
+	}
+	before := waitLeader(t, replicas)
 	waitInShards(t, cp, syncBudget, "10.96.0.9\tworker-1")
-	before := leaderOf(t, replicas)
 
 	cp.KillAPIServer(t)
 	killed := time.Now()
@@ -246,4 +250,62 @@ func TestSyncWaitsForAPIServerAtStart(t *testing.T) {
 	}
 	s.WaitHTTP200(t, s.ReadyzURL, 5*time.Second)
 	checkAlive(t, replica, "after the apiserver came back")
+}
+
+// TestSyncLeaderPartitioned: the leader alone loses the apiserver (its
+// connection cut by a proxy) for longer than the lease while the other
+// replica still reaches it. The standby takes over and writes; when the
+// old leader's connection comes back it neither exits nor writes again:
+// the audit log shows the old leader's writes, then the new one's, never
+// interleaved.
+func TestSyncLeaderPartitioned(t *testing.T) {
+	const (
+		leaseDuration = 4 * time.Second
+		partition     = 3 * leaseDuration
+	)
+	timings := []string{"--leader-elect-lease-duration", leaseDuration.String(),
+		"--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"}
+	cp := outageFixture(t)
+	proxied, proxy := cp.ProxiedKubeconfig(t, cp.KubeconfigFor(t, "sync-0", "system:masters"))
+	replicas := []*outageReplica{startReplica(t, "sync-0", proxied, timings...)}
+	waitLeader(t, replicas)
+	waitInShards(t, cp, syncBudget, "10.96.0.9\tworker-1")
+	standby := startReplica(t, "sync-1", cp.KubeconfigFor(t, "sync-1", "system:masters"), timings...)
+	replicas = append(replicas, standby)
+	if l := leaderOf(t, replicas); l != replicas[0] {
+		t.Fatal("sync-0 does not lead")
+	}
+
+	proxy.Cut()
+	cut := time.Now()
+	cp.CreateNode(t, harness.Node{Name: "during-partition", InternalIP: "192.168.0.32", Edge: true})
+	written := waitInShards(t, cp, 3*leaseDuration, "10.96.0.9\tduring-partition")
+	t.Logf("sync-0 cut off; the Node made then written by the standby %s later", written.Sub(cut).Round(time.Millisecond))
+	time.Sleep(time.Until(cut.Add(partition)))
+	checkAlive(t, replicas, "during the partition")
+	proxy.Restore(t)
+	restored := time.Now()
+	cp.CreateNode(t, harness.Node{Name: "after-partition", InternalIP: "192.168.0.33", Edge: true})
+	waitInShards(t, cp, backWithin, "10.96.0.9\tafter-partition")
+	time.Sleep(2 * leaseDuration) // time for the old leader to misbehave
+	checkAlive(t, replicas, "after the partition")
+	if l := leaderOf(t, replicas); l != standby {
+		t.Error("sync-1 does not lead after the partition")
+	}
+	if !strings.Contains(replicas[0].Output(), "Lost the Lease: writes stopped; campaigning again") {
+		t.Errorf("sync-0 does not say it lost the Lease:\n%s", replicas[0].Output())
+	}
+
+	writes := recordWrites(t, cp)
+	turns, count := writersInTurn(writes)
+	t.Logf("%d writes of the records, by writer in turn %v: %v", len(writes), turns, count)
+	if !slices.Equal(turns, []string{"sync-0", "sync-1"}) {
+		t.Errorf("writers in turn %v, want sync-0 then sync-1", turns)
+	}
+	for _, w := range writes {
+		if w.User.Username == "sync-0" && w.RequestReceivedTimestamp.After(cut) {
+			t.Errorf("sync-0 wrote %s %s at %s, after it was cut off (%s; restored %s)", w.Verb, w.ObjectRef.Name,
+				w.RequestReceivedTimestamp.Format(time.StampMilli), cut.Format(time.StampMilli), restored.Format(time.StampMilli))
+		}
+	}
 }
