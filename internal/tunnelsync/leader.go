@@ -91,13 +91,6 @@ func (l *leadership) atStart(start func()) {
 	l.starts = append(l.starts, start)
 }
 
-// leading reports whether a term is on.
-func (l *leadership) leading() bool {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.term != nil && l.term.Err() == nil
-}
-
 // gate runs rec only while this replica leads, with a context that is
 // cancelled when the term ends, and keeps the term from ending (and the
 // next from beginning) until it returns. A request while not leading is
