@@ -40,7 +40,9 @@ func NewReconciler(mgr manager.Manager, cfg Config) *Reconciler {
 // of the tunnel Service, of the records ConfigMap or a shard (not the
 // sync's own write), of the server config or of Raven's config enqueues
 // the full sync. Each key is debounced. Shards are synced in parallel.
-func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+// The controller runs on every replica; it syncs only while lead leads,
+// and each term starts afresh with a full sync.
+func (r *Reconciler) SetupWithManager(mgr manager.Manager, lead *leadership) error {
 	nodes, err := newNodeInformer(mgr.GetConfig(), r.nodes)
 	if err != nil {
 		return err
@@ -52,6 +54,7 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		Named(ControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: shardWriters}).
 		WatchesRawSource(r.nodes).
+		WatchesRawSource(lead.queueAtStart(syncRequest)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Service{}, debounced[*corev1.Service](r), notOwnWrite[*corev1.Service](&r.own))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r), notOwnWrite[*corev1.ConfigMap](&r.own)))
 	for _, c := range []struct {
@@ -68,7 +71,8 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		*c.reader = named
 		b = b.WatchesRawSource(source.Kind(named, &corev1.ConfigMap{}, debounced[*corev1.ConfigMap](r)))
 	}
-	return b.Complete(r)
+	lead.atStart(r.startTerm)
+	return b.Complete(lead.gate(r))
 }
 
 // nodeChanged enqueues what a change of node name (""; any node) rewrites:

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,8 +40,9 @@ type kubeDNSTopologyKeeper struct {
 }
 
 // setupKubeDNSTopologyKeeper adds the keeper to mgr, watching only the
-// kube-dns Service of namespace.
-func setupKubeDNSTopologyKeeper(mgr manager.Manager, namespace, value string) error {
+// kube-dns Service of namespace; it patches only while lead leads, and
+// looks at kube-dns at the start of each term.
+func setupKubeDNSTopologyKeeper(mgr manager.Manager, lead *leadership, namespace, value string) error {
 	services, err := namedCache(mgr, namespace, &corev1.Service{}, tunnelnodes.KubeDNSService)
 	if err != nil {
 		return err
@@ -49,7 +51,8 @@ func setupKubeDNSTopologyKeeper(mgr manager.Manager, namespace, value string) er
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(kubeDNSTopologyController).
 		WatchesRawSource(source.Kind(services, &corev1.Service{}, &handler.TypedEnqueueRequestForObject[*corev1.Service]{})).
-		Complete(k)
+		WatchesRawSource(lead.queueAtStart(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: tunnelnodes.KubeDNSService}})).
+		Complete(lead.gate(k))
 }
 
 // topologyDrift is what the annotations hold instead of the topology

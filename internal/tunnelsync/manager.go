@@ -11,12 +11,16 @@ import (
 	"github.com/yurtdns/yurtdns/internal/version"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -75,6 +79,9 @@ func UserAgent() string { return "tunnel-nodes-sync/" + version.Version }
 // namespace; and sets the sync controller up in it, with its own store of
 // what the records need of each Node (nodes.go), and, with
 // cfg.KubeDNSTopology, the kube-dns topology keeper (kubednstopology.go).
+// Everything runs on every replica; with opts.LeaderElect only the leader
+// writes (leader.go). It needs no apiserver to start: it waits for one,
+// saying so (Start), and rides out its outages.
 func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manager.Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -94,6 +101,9 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 		}
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		// The kinds are fixed: no discovery, which would need the apiserver
+		// before anything, probes included, is served.
+		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return restMapper(), nil },
 		Cache: cache.Options{
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
@@ -101,16 +111,13 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 				&corev1.ConfigMap{}: {Namespaces: configMaps},
 			},
 		},
-		LeaderElection:                opts.LeaderElect,
-		LeaderElectionID:              opts.LeaderElectionID,
-		LeaderElectionNamespace:       cfg.Namespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &opts.LeaseDuration,
-		RenewDeadline:                 &opts.RenewDeadline,
-		RetryPeriod:                   &opts.RetryPeriod,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
-		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
-		PprofBindAddress:              opts.PprofBindAddress,
+		// A cache that waits for the apiserver keeps waiting: the default
+		// 2 minutes would end the process, and the pod would crash-loop
+		// through a control-plane upgrade.
+		Controller:             config.Controller{CacheSyncTimeout: waitForever},
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+		PprofBindAddress:       opts.PprofBindAddress,
 	})
 	if err != nil {
 		return nil, err
@@ -118,19 +125,102 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
+	lead := &leadership{}
+	if opts.LeaderElect {
+		c, err := newCampaign(restConfig, mgr, cfg.Namespace, opts, lead)
+		if err != nil {
+			return nil, err
+		}
+		err = mgr.Add(c)
+		if err != nil {
+			return nil, err
+		}
+	} else if err := mgr.Add(alwaysLeading{lead}); err != nil {
+		return nil, err
+	}
 	r := NewReconciler(mgr, cfg)
-	if err := r.SetupWithManager(mgr); err != nil {
+	if err := r.SetupWithManager(mgr, lead); err != nil {
 		return nil, err
 	}
 	if cfg.KubeDNSTopology != "" {
-		if err := setupKubeDNSTopologyKeeper(mgr, cfg.Namespace, cfg.KubeDNSTopology); err != nil {
+		if err := setupKubeDNSTopologyKeeper(mgr, lead, cfg.Namespace, cfg.KubeDNSTopology); err != nil {
 			return nil, err
 		}
 	}
-	if err := mgr.AddReadyzCheck("caches", func(_ *http.Request) error { return cachesSynced(mgr, r.nodes) }); err != nil {
+	synced := func() error { return cachesSynced(mgr, r.nodes) }
+	if err := mgr.AddReadyzCheck("caches", func(*http.Request) error { return synced() }); err != nil {
 		return nil, err
 	}
-	return mgr, nil
+	return &waitingManager{Manager: mgr, host: restConfig.Host, synced: synced}, nil
+}
+
+// waitForever is a cache sync timeout that does not end.
+const waitForever = 100 * 365 * 24 * time.Hour
+
+// restMapper maps the kinds the sync's client and caches read and write,
+// all core/v1 (the Nodes and the Lease have clients of their own).
+func restMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion})
+	m.Add(corev1.SchemeGroupVersion.WithKind("Service"), meta.RESTScopeNamespace)
+	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	m.Add(corev1.SchemeGroupVersion.WithKind("Node"), meta.RESTScopeRoot)
+	return m
+}
+
+// waitingManager says, while its caches have not synced, that it waits for
+// the apiserver, and why.
+type waitingManager struct {
+	manager.Manager
+	host   string
+	synced func() error
+}
+
+// apiServerWaitLogPeriod: while the caches wait, a line this often.
+const apiServerWaitLogPeriod = 10 * time.Second
+
+// Start implements manager.Manager.
+func (m *waitingManager) Start(ctx context.Context) error {
+	go m.logWait(ctx)
+	return m.Manager.Start(ctx)
+}
+
+func (m *waitingManager) logWait(ctx context.Context) {
+	log := m.GetLogger()
+	start := time.Now()
+	ticker := time.NewTicker(apiServerWaitLogPeriod)
+	defer ticker.Stop()
+	first := time.After(time.Second)
+	for waited := false; ; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-first:
+		case <-ticker.C:
+		}
+		if m.synced() == nil {
+			if waited {
+				log.Info("The apiserver answered: caches synced", "server", m.host, "waited", time.Since(start).Round(time.Millisecond))
+			}
+			return
+		}
+		waited = true
+		log.Info("Waiting for the apiserver", "server", m.host, "waited", time.Since(start).Round(time.Second), "readyz", m.apiServerReady(ctx))
+	}
+}
+
+// apiServerReady is the answer of the apiserver's /readyz: "ok", or why not.
+func (m *waitingManager) apiServerReady(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := discovery.NewDiscoveryClientForConfig(m.GetConfig())
+	if err != nil {
+		return err.Error()
+	}
+	body, err := c.RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	return string(body)
 }
 
 func byName(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }

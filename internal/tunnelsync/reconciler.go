@@ -91,6 +91,13 @@ func (c *triggerClock) mark(req reconcile.Request, now time.Time, delay time.Dur
 	return delay - now.Sub(c.lastSync[req])
 }
 
+// reset forgets every change and sync.
+func (c *triggerClock) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.first, c.lastSync = nil, nil
+}
+
 // take starts a sync of req at now: the trigger time of its changes.
 func (c *triggerClock) take(req reconcile.Request, now time.Time) time.Time {
 	c.mu.Lock()
@@ -136,6 +143,13 @@ func (w *ownWrites) write(obj client.Object, call func() error) error {
 	return err
 }
 
+// reset forgets every write.
+func (w *ownWrites) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rvs = nil
+}
+
 // forget drops a deleted object.
 func (w *ownWrites) forget(key types.NamespacedName) {
 	w.mu.Lock()
@@ -151,6 +165,19 @@ func (w *ownWrites) isOwn(obj client.Object) bool {
 	defer w.mu.Unlock()
 	rv, ok := w.rvs[client.ObjectKeyFromObject(obj)]
 	return ok && rv == obj.GetResourceVersion()
+}
+
+// startTerm forgets what the sync knew of its writes at the start of a
+// leadership term (run by leadership.begin, no sync running): another
+// replica may have written meanwhile. The term's full sync learns it
+// again; a change seen while not leading is dated from the term's start.
+func (r *Reconciler) startTerm() {
+	r.trigger.reset()
+	r.own.reset()
+	r.shards.reset(nil, nil)
+	r.singleTooLarge = false
+	r.shardsNamespaceMissing.Store(false)
+	r.lastPortReport = ""
 }
 
 // Reconcile implements reconcile.Reconciler: syncRequest syncs everything,

@@ -2,6 +2,7 @@ package tunnelsync
 
 import (
 	"context"
+	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,6 +40,11 @@ func writeConflictSafe[O any, T interface {
 			return err
 		}
 		done = mutate(obj, err == nil)
+		// ctx is the leadership term's (leadership.gate): once it ended
+		// another replica may lead, and nothing more is written.
+		if done != noWrite && ctx.Err() != nil {
+			return fmt.Errorf("not writing %s: no longer leading: %w", key, ctx.Err())
+		}
 		switch done {
 		case update:
 			err = r.own.write(obj, func() error { return r.client.Update(ctx, obj) })
