@@ -158,12 +158,17 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 const waitForever = 100 * 365 * 24 * time.Hour
 
 // restMapper maps the kinds the sync's client and caches read and write,
-// all core/v1 (the Nodes and the Lease have clients of their own).
+// all core/v1 (the Nodes and the Lease have clients of their own), and
+// their lists, as discovery's mapper does: a cache over several namespaces
+// asks a list's scope (ConfigMapList: the shards, listed from the cache).
 func restMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{corev1.SchemeGroupVersion})
-	m.Add(corev1.SchemeGroupVersion.WithKind("Service"), meta.RESTScopeNamespace)
-	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	m.Add(corev1.SchemeGroupVersion.WithKind("Node"), meta.RESTScopeRoot)
+	for kind, scope := range map[string]meta.RESTScope{
+		"Service": meta.RESTScopeNamespace, "ConfigMap": meta.RESTScopeNamespace, "Node": meta.RESTScopeRoot,
+	} {
+		m.Add(corev1.SchemeGroupVersion.WithKind(kind), scope)
+		m.Add(corev1.SchemeGroupVersion.WithKind(kind+"List"), scope)
+	}
 	return m
 }
 

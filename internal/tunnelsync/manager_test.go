@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 func TestManagerOptionsValidate(t *testing.T) {
@@ -30,6 +33,30 @@ func TestManagerOptionsValidate(t *testing.T) {
 				t.Errorf("unexpected error: %v", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestRESTMapperScopes: the caches ask the scope of each kind and of its
+// list (a cache over several namespaces, before every List), with no
+// discovery to fall back on.
+func TestRESTMapperScopes(t *testing.T) {
+	for _, tc := range []struct {
+		kind       string
+		namespaced bool
+	}{
+		{"Service", true}, {"ServiceList", true},
+		{"ConfigMap", true}, {"ConfigMapList", true},
+		{"Node", false}, {"NodeList", false},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			namespaced, err := apiutil.IsGVKNamespaced(corev1.SchemeGroupVersion.WithKind(tc.kind), restMapper())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if namespaced != tc.namespaced {
+				t.Errorf("namespaced: %t, want %t", namespaced, tc.namespaced)
 			}
 		})
 	}
