@@ -105,6 +105,7 @@ func NewManager(restConfig *rest.Config, cfg Config, opts ManagerOptions) (manag
 		// before anything, probes included, is served.
 		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return restMapper(), nil },
 		Cache: cache.Options{
+			NewInformer:      patientInformers(ctrl.Log.WithName("informers")),
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Service{}:   {Namespaces: inNamespace, Field: byName(cfg.Service)},
@@ -236,6 +237,7 @@ func byName(name string) fields.Selector { return fields.OneTermEqualSelector("m
 func namedCache(mgr manager.Manager, namespace string, obj client.Object, name string) (cache.Cache, error) {
 	named, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		NewInformer:       patientInformers(mgr.GetLogger().WithName("informers")),
 		DefaultTransform:  cache.TransformStripManagedFields(),
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
 		ByObject:          map[client.Object]cache.ByObject{obj: {Field: byName(name)}},

@@ -6,7 +6,6 @@ import (
 	"iter"
 	"slices"
 	gosync "sync"
-	"time"
 
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -255,18 +253,10 @@ func newNodeInformer(cfg *rest.Config, store *nodeStore) (nodeInformer, error) {
 		},
 		watch: c.CoreV1().Nodes().Watch,
 	}
-	backoff := nodeReconnectBackoff
+	backoff := reconnectBackoff // not client-go's, which grows to 30–60 s through an outage
 	return nodeInformer{cache.NewReflectorWithOptions(lw, &corev1.Node{}, store,
 		cache.ReflectorOptions{Name: "nodes", TypeDescription: "*v1.Node", Backoff: &backoff})}, nil
 }
-
-// nodeReconnectBackoff replaces client-go's default reflector backoff,
-// which grows to 30–60 s during a long apiserver outage: a Node changed
-// after the apiserver is back must be written within seconds. While the
-// apiserver is down each retry (every 0.5–0.75 s) is one refused
-// connection; throttling (429 with Retry-After) is waited out inside
-// client-go's REST client before the reflector sees an error.
-var nodeReconnectBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 4, Cap: 500 * time.Millisecond}
 
 // nodeListWatch lists Nodes a page at a time, reading only what the records
 // need of each (tunnelnodes.DecodeNodeList), so the first list of 100,000

@@ -226,6 +226,9 @@ func TestSyncWaitsForAPIServerAtStart(t *testing.T) {
 	}
 	replica := []*outageReplica{{user: "sync", Sync: s, pid: s.Pid()}}
 	started := time.Now()
+	// Its probes are served before anything waits for the apiserver: the
+	// kubelet's first liveness probe comes seconds after the start.
+	s.WaitHTTP200(t, s.HealthzURL, 5*time.Second)
 	for time.Since(started) < 25*time.Second {
 		checkAlive(t, replica, fmt.Sprintf("%s after its start", time.Since(started).Round(time.Second)))
 		time.Sleep(time.Second)
