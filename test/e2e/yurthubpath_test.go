@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,12 @@ import (
 	"github.com/yurtdns/yurtdns/deploy"
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // throughYurthubCorefile is the node-local cache's yurthosts block on a
@@ -111,5 +118,60 @@ func TestRecordsThroughYurthubAfterCutAndReboot(t *testing.T) {
 		if e.User.Username != "system:node:edge-1" {
 			t.Errorf("after the cut: shards listed as %s, want the node system:node:edge-1", e.User.Username)
 		}
+	}
+}
+
+// TestNodesMayReadTheRecords: with deploy/records and deploy/node-local-dns's
+// grant to the nodes, and no other grant (not upstream's yurt-hub
+// ClusterRole nor the Node authorizer's, which a cluster has besides),
+// coredns-yurt as a node (system:node:edge-9 in system:nodes: the identity
+// yurthub forwards a request without credentials with) syncs the shards and
+// the tunnel Service and answers; the node may read no other ConfigMap of
+// kube-system.
+func TestNodesMayReadTheRecords(t *testing.T) {
+	cp := harness.Start(t, harness.Options{})
+	records, err := deploy.Render(deploy.Records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.Apply(t, records, false)
+	nodeLocal, err := deploy.Render(deploy.NodeLocalDNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range nodeLocal {
+		if o.GetKind() == "Role" || o.GetKind() == "RoleBinding" {
+			cp.Apply(t, []*unstructured.Unstructured{o}, false)
+		}
+	}
+	cp.CreateService(t, harness.TunnelService(edgeTunnelV4))
+	applyShards(t, cp, []string{edgeTunnelV4 + "\tedge-9", "192.168.0.10\tmaster-1"}, edgeTunnelV4)
+
+	node := cp.KubeconfigFor(t, "system:node:edge-9", "system:nodes")
+	dns := harness.StartCoreDNS(t, node, `.:{{.DNSPort}} {
+    bind 127.0.0.1
+    ready {{.ReadyAddr}}
+    health {{.HealthAddr}}
+    prometheus {{.MetricsAddr}}
+    yurthosts {
+        kubeconfig {{.Kubeconfig}}
+        shards yurtdns-records
+    }
+}
+`)
+	expectAnswer(t, answerBudget, dns.DNSAddr, "edge-9", "A", edgeTunnelV4)
+	expectAnswer(t, answerBudget, dns.DNSAddr, "master-1", "A", "192.168.0.10")
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asNode := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	if _, err := asNode.CoreV1().ConfigMaps(tunnelnodes.Namespace).Get(ctx, "coredns", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the node read ConfigMap kube-system/coredns: %v, want forbidden", err)
+	}
+	if _, err := asNode.CoreV1().ConfigMaps(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the node listed kube-system's ConfigMaps: %v, want forbidden", err)
 	}
 }
