@@ -105,8 +105,12 @@ func (cp *ControlPlane) StartYurthub(t TB, nodeName string) *Yurthub {
 	writeCertPair(t, pki, "yurthub", append(clientCfg.CertData, clientCfg.KeyData...))
 	writePrivate(t, filepath.Join(pki, "ca.crt"), cp.Config.CAData)
 
+	// yurthub reaches the apiserver over the node's link, and throws away
+	// a kubeconfig of another server than its --server-addr.
+	link := cp.newProxy(t)
+	serverAddr := "https://" + link.Addr
 	hubConf := clientcmdapi.NewConfig()
-	hubConf.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthorityData: cp.Config.CAData}
+	hubConf.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: serverAddr, CertificateAuthorityData: cp.Config.CAData}
 	current := filepath.Join(pki, "yurthub-current.pem")
 	hubConf.AuthInfos["default-auth"] = &clientcmdapi.AuthInfo{ClientCertificate: current, ClientKey: current}
 	hubConf.Contexts["default-context"] = &clientcmdapi.Context{Cluster: "default-cluster", AuthInfo: "default-auth", Namespace: "default"}
@@ -115,7 +119,7 @@ func (cp *ControlPlane) StartYurthub(t TB, nodeName string) *Yurthub {
 	// The bootstrap kubeconfig yurtadm join leaves; yurthub reads it only
 	// to ask for a certificate, and its certificate is current.
 	bootstrap := clientcmdapi.NewConfig()
-	bootstrap.Clusters["kubernetes"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthorityData: cp.Config.CAData}
+	bootstrap.Clusters["kubernetes"] = &clientcmdapi.Cluster{Server: serverAddr, CertificateAuthorityData: cp.Config.CAData}
 	bootstrap.AuthInfos["token-bootstrap-client"] = &clientcmdapi.AuthInfo{Token: "abcdef.0123456789abcdef"}
 	bootstrap.Contexts["token-bootstrap-client@kubernetes"] = &clientcmdapi.Context{Cluster: "kubernetes", AuthInfo: "token-bootstrap-client"}
 	bootstrap.CurrentContext = "token-bootstrap-client@kubernetes"
@@ -136,7 +140,6 @@ func (cp *ControlPlane) StartYurthub(t TB, nodeName string) *Yurthub {
 	writeCertPair(t, pki, "yurthub-server", servingPEM)
 
 	servePort, proxyPort, securePort, muxPort := FreePort(t), FreePort(t), FreePort(t), FreePort(t)
-	link := cp.newProxy(t)
 	h := &Yurthub{
 		NodeName:          nodeName,
 		SecureURL:         fmt.Sprintf("https://127.0.0.1:%d", securePort),
@@ -146,7 +149,7 @@ func (cp *ControlPlane) StartYurthub(t TB, nodeName string) *Yurthub {
 		HealthzURL:        fmt.Sprintf("http://127.0.0.1:%d/v1/healthz", servePort),
 		MetricsURL:        fmt.Sprintf("http://127.0.0.1:%d/metrics", servePort),
 		Link:              link,
-		ServerAddr:        "https://" + link.Addr,
+		ServerAddr:        serverAddr,
 		RootDir:           root,
 		CacheDir:          cache,
 		HeartbeatInterval: yurthubHeartbeatInterval,
