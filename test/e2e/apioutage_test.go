@@ -54,7 +54,11 @@ const (
 	reconnectBound = 5 * time.Second
 	// kubernetesPluginBound is client-go's slowest retry (the 30 s cap with
 	// its jitter of up to another 30 s) plus a list: how late the
-	// kubernetes plugin may answer a Service created after an outage.
+	// kubernetes plugin may answer a Service created after an outage. Its
+	// informers (plugin/kubernetes/object.NewIndexerInformer) run through
+	// client-go's cache.New, whose Config has no backoff: each reflector
+	// keeps the default (0.8 s doubling to 30 s, jitter 1.0, reset after 2
+	// minutes without a retry), which no Corefile option reaches.
 	kubernetesPluginBound = 65 * time.Second
 )
 
