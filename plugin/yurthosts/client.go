@@ -2,7 +2,9 @@ package yurthosts
 
 import (
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"runtime"
 	"time"
 
@@ -46,7 +48,7 @@ const yurthubProbeTimeout = time.Second
 // the cloud is back. The node's certificate is real all along.
 func (s source) restConfig() (*rest.Config, error) {
 	if s.yurthubProxy != "" {
-		err := probeYurthub(s.yurthubHealthz)
+		err := probeYurthub(s.yurthubHealthz, s.yurthubProxy)
 		if err == nil {
 			log.Infof("reading through yurthub at %s with the node's identity", s.yurthubProxy)
 			return withClientDefaults(&rest.Config{Host: s.yurthubProxy}), nil
@@ -77,17 +79,32 @@ func (s source) credentials() string {
 	return "the in-cluster service account"
 }
 
-// probeYurthub asks yurthub's health check once.
-func probeYurthub(healthz string) error {
+// probeYurthub asks yurthub's health check once, then connects to its
+// proxy: yurthub may serve its proxy on another address (its
+// --bind-proxy-address, or only its dummy interface's), and a proxy that
+// refuses would leave the records unread.
+func probeYurthub(healthz, proxy string) error {
 	resp, err := (&http.Client{Timeout: yurthubProbeTimeout}).Get(healthz)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s answered %s", healthz, resp.Status)
 	}
-	return nil
+	u, err := url.Parse(proxy)
+	if err != nil {
+		return err
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(u.Hostname(), port), yurthubProbeTimeout)
+	if err != nil {
+		return fmt.Errorf("%s answers, its proxy %s does not: %w", healthz, proxy, err)
+	}
+	return conn.Close()
 }
 
 // withClientDefaults sets what every client of the plugin sends.

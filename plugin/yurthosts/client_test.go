@@ -69,9 +69,10 @@ current-context: x
 }
 
 // With yurthub asked for, the client reads through its proxy with no
-// credentials when its health check answers 200 as the server starts, and
-// with the kubeconfig's token otherwise (no yurthub on the node, or one
-// that is not well).
+// credentials when its health check answers 200 and its proxy takes a
+// connection as the server starts, and with the kubeconfig's token
+// otherwise (no yurthub on the node, one that is not well, or one whose
+// proxy listens elsewhere).
 func TestClientThroughYurthubWhenItAnswers(t *testing.T) {
 	seen := make(chan string, 1)
 	answer := func(server string) http.HandlerFunc {
@@ -106,15 +107,16 @@ current-context: x
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name, healthz, wantRequest string
+		name, healthz, proxy, wantRequest string
 	}{
-		{"yurthub healthy", healthy.URL + "/v1/healthz", `yurthub ""`},
-		{"yurthub not ready", unwell.URL + "/v1/healthz", `apiserver "Bearer pod-token"`},
-		{"no yurthub", gone.URL + "/v1/healthz", `apiserver "Bearer pod-token"`},
+		{"yurthub healthy", healthy.URL + "/v1/healthz", yurthubProxy.URL, `yurthub ""`},
+		{"yurthub not ready", unwell.URL + "/v1/healthz", yurthubProxy.URL, `apiserver "Bearer pod-token"`},
+		{"yurthub's proxy elsewhere", healthy.URL + "/v1/healthz", gone.URL, `apiserver "Bearer pod-token"`},
+		{"no yurthub", gone.URL + "/v1/healthz", yurthubProxy.URL, `apiserver "Bearer pod-token"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cs, err := source{kubeconfig: kubeconfig, yurthubProxy: yurthubProxy.URL, yurthubHealthz: tc.healthz}.client()
+			cs, err := source{kubeconfig: kubeconfig, yurthubProxy: tc.proxy, yurthubHealthz: tc.healthz}.client()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -208,8 +208,11 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 // nodeLocalYurthubOption makes each cache's yurthosts read through yurthub
 // with the node's identity where the node runs yurthub (the caches are on
 // the host network), instead of the ServiceAccount token that yurthub makes
-// up for a pod started while cut off (see plugin/yurthosts).
-const nodeLocalYurthubOption = "yurthub"
+// up for a pod started while cut off (see plugin/yurthosts). Its proxy at
+// the dummy interface's address: yurtadm's yurthub serves it there besides
+// 127.0.0.1, and one started with --bind-proxy-address=169.254.2.1 there
+// alone.
+const nodeLocalYurthubOption = "yurthub http://169.254.2.1:10261"
 
 // nodeLocalObjects are deploy/node-local-dns with install's images, the
 // profile's ServiceAccount (the DaemonSet's, and the subject of the

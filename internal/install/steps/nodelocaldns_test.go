@@ -145,9 +145,9 @@ func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 	for _, tc := range []struct {
 		profile, want, sa, nodesRead string
 	}{
-		{layout.YurtTunnel, "yurthosts {\n        shards yurtdns-records\n        yurthub\n        fallthrough\n    }", "coredns",
+		{layout.YurtTunnel, "yurthosts {\n        shards yurtdns-records\n        yurthub http://169.254.2.1:10261\n        fallthrough\n    }", "coredns",
 			"configmaps/yurt-tunnel-nodes services/x-tunnel-server-internal-svc"},
-		{layout.Raven, "yurthosts {\n        configmap kube-system/edge-tunnel-nodes\n        service kube-system/x-raven-proxy-internal-svc\n        shards yurtdns-records\n        yurthub\n        fallthrough\n    }", "raven-proxy-dns",
+		{layout.Raven, "yurthosts {\n        configmap kube-system/edge-tunnel-nodes\n        service kube-system/x-raven-proxy-internal-svc\n        shards yurtdns-records\n        yurthub http://169.254.2.1:10261\n        fallthrough\n    }", "raven-proxy-dns",
 			"configmaps/edge-tunnel-nodes services/x-raven-proxy-internal-svc"},
 	} {
 		p, err := layout.Named(tc.profile)
