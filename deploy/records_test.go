@@ -1,9 +1,15 @@
 package deploy
 
-import "testing"
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
 
 // TestRenderRecords: the namespace and its two roles render into it, with
-// the bindings to the sync's and the DNS servers' ServiceAccounts.
+// the bindings to the sync's and the DNS servers' ServiceAccounts, and the
+// nodes' binding to the reader (the node-local caches read through yurthub
+// as their node).
 func TestRenderRecords(t *testing.T) {
 	objs, err := Render(Records)
 	if err != nil {
@@ -23,7 +29,14 @@ func TestRenderRecords(t *testing.T) {
 			}
 		}
 	}
-	if len(objs) != 5 {
-		t.Errorf("%d objects, want 5", len(objs))
+	nodes := find(objs, "RoleBinding", "yurtdns:records-reader-nodes")
+	if nodes == nil || nodes.GetNamespace() != "yurtdns-records" {
+		t.Fatalf("no RoleBinding yurtdns:records-reader-nodes in yurtdns-records: %v", nodes)
+	}
+	if ref, _, _ := unstructured.NestedString(nodes.Object, "roleRef", "name"); ref != "yurtdns:records-reader" {
+		t.Errorf("the nodes are bound to %q, want the reader", ref)
+	}
+	if len(objs) != 6 {
+		t.Errorf("%d objects, want 6", len(objs))
 	}
 }

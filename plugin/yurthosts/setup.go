@@ -2,6 +2,7 @@ package yurthosts
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -107,6 +108,17 @@ func parse(c *caddy.Controller) (*YurtHosts, error) {
 				if len(args) == 2 {
 					y.source.kubeContext = args[1]
 				}
+			case "yurthub":
+				if len(args) > 2 {
+					return nil, c.Errf("yurthub takes [PROXY_URL [HEALTHZ_URL]]")
+				}
+				y.source.yurthubProxy, y.source.yurthubHealthz = defaultYurthubProxy, defaultYurthubHealthz
+				if len(args) > 0 {
+					y.source.yurthubProxy, err = httpURL(args[0])
+				}
+				if err == nil && len(args) > 1 {
+					y.source.yurthubHealthz, err = httpURL(args[1])
+				}
 			case "ttl":
 				if len(args) != 1 {
 					return nil, c.Errf("ttl needs SECONDS")
@@ -149,6 +161,19 @@ func parse(c *caddy.Controller) (*YurtHosts, error) {
 		}
 	}
 	return y, nil
+}
+
+// httpURL validates an http or https URL with a host and neither
+// credentials nor a query.
+func httpURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return "", fmt.Errorf("%q is not an http(s)://HOST[:PORT][/PATH] URL", raw)
+	}
+	return raw, nil
 }
 
 // objectRef splits and validates NAMESPACE/NAME.

@@ -1,6 +1,7 @@
 package yurthosts
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,21 @@ func TestParse(t *testing.T) {
 			wantSource: source{configMapNamespace: "kube-system", configMapName: "yurt-tunnel-nodes", configMapKey: "tunnel-nodes",
 				shardsNamespace: "yurtdns-records", serviceNamespace: "kube-system", serviceName: "x-tunnel-server-internal-svc"},
 			wantZones: []string{"."}},
+		{input: "yurthosts {\n yurthub\n}",
+			wantSource: source{configMapNamespace: "kube-system", configMapName: "yurt-tunnel-nodes", configMapKey: "tunnel-nodes",
+				serviceNamespace: "kube-system", serviceName: "x-tunnel-server-internal-svc",
+				yurthubProxy: "http://127.0.0.1:10261", yurthubHealthz: "http://127.0.0.1:10267/v1/healthz"},
+			wantZones: []string{"."}},
+		{input: "yurthosts {\n yurthub http://169.254.2.1:10261\n}",
+			wantSource: source{configMapNamespace: "kube-system", configMapName: "yurt-tunnel-nodes", configMapKey: "tunnel-nodes",
+				serviceNamespace: "kube-system", serviceName: "x-tunnel-server-internal-svc",
+				yurthubProxy: "http://169.254.2.1:10261", yurthubHealthz: "http://127.0.0.1:10267/v1/healthz"},
+			wantZones: []string{"."}},
+		{input: "yurthosts {\n kubeconfig /k\n yurthub http://127.0.0.1:1 https://[::1]:2/v1/healthz\n}",
+			wantSource: source{configMapNamespace: "kube-system", configMapName: "yurt-tunnel-nodes", configMapKey: "tunnel-nodes",
+				serviceNamespace: "kube-system", serviceName: "x-tunnel-server-internal-svc", kubeconfig: "/k",
+				yurthubProxy: "http://127.0.0.1:1", yurthubHealthz: "https://[::1]:2/v1/healthz"},
+			wantZones: []string{"."}},
 		{input: "yurthosts {\n service none\n}",
 			wantSource: source{configMapNamespace: "kube-system", configMapName: "yurt-tunnel-nodes", configMapKey: "tunnel-nodes"},
 			wantZones:  []string{"."}},
@@ -98,6 +114,13 @@ func TestParseErrors(t *testing.T) {
 		{"yurthosts {\n shards kube-system\n}", "shards need a namespace of their own"},
 		{"yurthosts {\n configmap a/" + strings.Repeat("n", 250) + "\n shards r\n}", "too long to name its shards"},
 		{"yurthosts {\n no_reverse yes\n}", "no_reverse"},
+		{"yurthosts {\n yurthub http://a http://b http://c\n}", "yurthub takes"},
+		{"yurthosts {\n yurthub 127.0.0.1:10261\n}", "yurthub:"},
+		{"yurthosts {\n yurthub unix:///run/yurthub.sock\n}", "yurthub:"},
+		{"yurthosts {\n yurthub http://:10261\n}", "yurthub:"},
+		{"yurthosts {\n yurthub http://user:pw@127.0.0.1:10261\n}", "yurthub:"},
+		{"yurthosts {\n yurthub http://127.0.0.1:10261 http://127.0.0.1:10267/v1/healthz?x=1\n}", "yurthub:"},
+		{"yurthosts {\n yurthub http://127.0.0.1:10261 %zz\n}", "yurthub:"},
 		{"yurthosts {\n startup_timeout soon\n}", "startup_timeout"},
 		{"yurthosts {\n startup_timeout -1s\n}", "startup_timeout"},
 		{"yurthosts {\n reload 1s\n}", `unknown property "reload"`},
@@ -131,6 +154,13 @@ func FuzzParse(f *testing.F) {
 		}
 		if err == nil && y.ttl > 3600 {
 			t.Fatalf("ttl %d accepted", y.ttl)
+		}
+		if err == nil && y.source.yurthubProxy != "" {
+			for _, raw := range []string{y.source.yurthubProxy, y.source.yurthubHealthz} {
+				if u, perr := url.Parse(raw); perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil {
+					t.Fatalf("yurthub URL %q accepted", raw)
+				}
+			}
 		}
 	})
 }

@@ -39,6 +39,10 @@ type source struct {
 	// serviceName is empty when the Corefile says "service none".
 	serviceNamespace, serviceName string
 	kubeconfig, kubeContext       string
+	// yurthubProxy is yurthub's HTTP proxy, read through without
+	// credentials when yurthubHealthz answers as the server starts; empty:
+	// yurthub is not looked for.
+	yurthubProxy, yurthubHealthz string
 }
 
 func (s source) configMapRef() string { return s.configMapNamespace + "/" + s.configMapName }

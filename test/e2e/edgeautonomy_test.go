@@ -71,7 +71,6 @@ func TestEdgeAutonomyThroughYurthub(t *testing.T) {
 
 	hub := cp.StartYurthub(t, "edge-1")
 	kubeconfig := hub.Kubeconfig(t, token)
-	apiserver := cp.Config.Host
 
 	// 1. Online.
 	harness.Binary(t, "coredns-yurt") // built before the clock starts
@@ -96,8 +95,8 @@ func TestEdgeAutonomyThroughYurthub(t *testing.T) {
 		cp.KillAPIServer(t)
 		killed := time.Now()
 		harness.Eventually(t, 2*hub.HeartbeatInterval+5*time.Second, func() error {
-			if hub.CloudHealthy(t, apiserver) {
-				return fmt.Errorf("yurthub still considers %s healthy", apiserver)
+			if hub.CloudHealthy(t) {
+				return fmt.Errorf("yurthub still considers %s healthy", hub.ServerAddr)
 			}
 			return nil
 		})
@@ -121,7 +120,7 @@ func TestEdgeAutonomyThroughYurthub(t *testing.T) {
 	if err := answers(server.DNSAddr, "kubernetes.default.svc.cluster.local.", dns.TypeA, "10.96.0.1"); err != nil {
 		t.Errorf("offline restart: kubernetes plugin: %v", err)
 	}
-	if hub.CloudHealthy(t, apiserver) {
+	if hub.CloudHealthy(t) {
 		t.Fatal("yurthub back online during the offline restart: the answers did not come from its cache alone")
 	}
 

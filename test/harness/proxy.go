@@ -30,14 +30,7 @@ func (cp *ControlPlane) ProxiedKubeconfig(t TB, path string) (string, *Proxy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{target: cp.env.ControlPlane.APIServer.SecureServing.ListenAddr.HostPort(), conns: map[net.Conn]struct{}{}}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Addr = l.Addr().String()
-	p.serve(l)
-	t.Cleanup(p.Cut)
+	p := cp.newProxy(t)
 	for _, c := range cfg.Clusters {
 		u, err := url.Parse(c.Server)
 		if err != nil {
@@ -54,6 +47,21 @@ func (cp *ControlPlane) ProxiedKubeconfig(t TB, path string) (string, *Proxy) {
 		t.Fatal(err)
 	}
 	return out, p
+}
+
+// newProxy starts a Proxy to the apiserver on a free loopback port, cut
+// when the test ends.
+func (cp *ControlPlane) newProxy(t TB) *Proxy {
+	t.Helper()
+	p := &Proxy{target: cp.env.ControlPlane.APIServer.SecureServing.ListenAddr.HostPort(), conns: map[net.Conn]struct{}{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Addr = l.Addr().String()
+	p.serve(l)
+	t.Cleanup(p.Cut)
+	return p
 }
 
 func (p *Proxy) serve(l net.Listener) {

@@ -35,14 +35,27 @@ type Yurthub struct {
 	// points on an edge node; CAData verifies its serving certificate.
 	SecureURL string
 	CAData    []byte
-	// ReadyURL is yurthub's /v1/readyz; MetricsURL its /metrics.
-	ReadyURL, MetricsURL string
+	// ProxyURL is its plain-HTTP proxy, where the kubelet (and a host-network
+	// client with no credentials) reaches the apiserver with the node's
+	// identity.
+	ProxyURL string
+	// ReadyURL is yurthub's /v1/readyz, HealthzURL its /v1/healthz (up
+	// whether or not the cloud is), MetricsURL its /metrics.
+	ReadyURL, HealthzURL, MetricsURL string
+	// Link is the node's link to the cloud: yurthub reaches the apiserver
+	// through it (at ServerAddr), and a test cuts it to cut the node off
+	// while the apiserver keeps serving everyone else.
+	Link       *Proxy
+	ServerAddr string
 	// RootDir holds its certificates and kubeconfig; CacheDir its disk cache.
 	RootDir, CacheDir string
 	// HeartbeatInterval is how often it probes the apiserver (its default);
 	// after an outage it needs HealthyThreshold good probes in a row.
 	HeartbeatInterval time.Duration
 	HealthyThreshold  int
+
+	bin  string
+	args []string
 }
 
 // yurthub's defaults (cmd/yurthub/app/options): the tests keep them, so the
@@ -92,8 +105,12 @@ func (cp *ControlPlane) StartYurthub(t TB, nodeName string) *Yurthub {
 	writeCertPair(t, pki, "yurthub", append(clientCfg.CertData, clientCfg.KeyData...))
 	writePrivate(t, filepath.Join(pki, "ca.crt"), cp.Config.CAData)
 
+	// yurthub reaches the apiserver over the node's link, and throws away
+	// a kubeconfig of another server than its --server-addr.
+	link := cp.newProxy(t)
+	serverAddr := "https://" + link.Addr
 	hubConf := clientcmdapi.NewConfig()
-	hubConf.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthorityData: cp.Config.CAData}
+	hubConf.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: serverAddr, CertificateAuthorityData: cp.Config.CAData}
 	current := filepath.Join(pki, "yurthub-current.pem")
 	hubConf.AuthInfos["default-auth"] = &clientcmdapi.AuthInfo{ClientCertificate: current, ClientKey: current}
 	hubConf.Contexts["default-context"] = &clientcmdapi.Context{Cluster: "default-cluster", AuthInfo: "default-auth", Namespace: "default"}
@@ -102,7 +119,7 @@ func (cp *ControlPlane) StartYurthub(t TB, nodeName string) *Yurthub {
 	// The bootstrap kubeconfig yurtadm join leaves; yurthub reads it only
 	// to ask for a certificate, and its certificate is current.
 	bootstrap := clientcmdapi.NewConfig()
-	bootstrap.Clusters["kubernetes"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthorityData: cp.Config.CAData}
+	bootstrap.Clusters["kubernetes"] = &clientcmdapi.Cluster{Server: serverAddr, CertificateAuthorityData: cp.Config.CAData}
 	bootstrap.AuthInfos["token-bootstrap-client"] = &clientcmdapi.AuthInfo{Token: "abcdef.0123456789abcdef"}
 	bootstrap.Contexts["token-bootstrap-client@kubernetes"] = &clientcmdapi.Context{Cluster: "kubernetes", AuthInfo: "token-bootstrap-client"}
 	bootstrap.CurrentContext = "token-bootstrap-client@kubernetes"
@@ -127,21 +144,26 @@ func (cp *ControlPlane) StartYurthub(t TB, nodeName string) *Yurthub {
 		NodeName:          nodeName,
 		SecureURL:         fmt.Sprintf("https://127.0.0.1:%d", securePort),
 		CAData:            caPEM,
+		ProxyURL:          fmt.Sprintf("http://127.0.0.1:%d", proxyPort),
 		ReadyURL:          fmt.Sprintf("http://127.0.0.1:%d/v1/readyz", servePort),
+		HealthzURL:        fmt.Sprintf("http://127.0.0.1:%d/v1/healthz", servePort),
 		MetricsURL:        fmt.Sprintf("http://127.0.0.1:%d/metrics", servePort),
+		Link:              link,
+		ServerAddr:        serverAddr,
 		RootDir:           root,
 		CacheDir:          cache,
 		HeartbeatInterval: yurthubHeartbeatInterval,
 		HealthyThreshold:  yurthubHealthyThreshold,
+		bin:               bin,
 	}
-	h.Process = StartProcess(t, bin,
+	h.args = []string{
 		"--working-mode=edge",
-		"--node-name="+nodeName,
-		"--nodepool-name="+yurthubNodePool,
-		"--server-addr="+cp.Config.Host,
-		"--bootstrap-file="+bootstrapFile,
-		"--root-dir="+root,
-		"--disk-cache-path="+cache,
+		"--node-name=" + nodeName,
+		"--nodepool-name=" + yurthubNodePool,
+		"--server-addr=" + h.ServerAddr,
+		"--bootstrap-file=" + bootstrapFile,
+		"--root-dir=" + root,
+		"--disk-cache-path=" + cache,
 		"--bind-address=127.0.0.1",
 		"--bind-proxy-address=127.0.0.1",
 		"--node-ip=127.0.0.1",
@@ -152,17 +174,37 @@ func (cp *ControlPlane) StartYurthub(t TB, nodeName string) *Yurthub {
 		"--enable-dummy-if=false",
 		"--profiling=false",
 		"--v=2",
-	)
+	}
+	h.Process = StartProcess(t, bin, h.args...)
 	h.WaitHTTP200(t, h.ReadyURL, 60*time.Second)
 	return h
 }
 
+// Restart stops yurthub and starts it again with its disk cache, as a
+// reboot of the node does, and waits until it serves (/v1/healthz: cut off
+// from the cloud it is not ready until it has reached it).
+func (h *Yurthub) Restart(t TB) {
+	t.Helper()
+	h.Stop()
+	h.Process = StartProcess(t, h.bin, h.args...)
+	h.WaitHTTP200(t, h.HealthzURL, 60*time.Second)
+}
+
 // CloudHealthy reports whether yurthub considers the apiserver reachable
 // (it proxies to it) or not (it serves from its cache). Its gauge is set on
-// the first change; until then the apiserver is healthy, as at its start.
-func (h *Yurthub) CloudHealthy(t TB, apiserver string) bool {
+// the first change; until then the apiserver is healthy, as at its start
+// (not after Restart while cut off: see HealthySample).
+func (h *Yurthub) CloudHealthy(t TB) bool {
 	t.Helper()
-	return Metric(t, h.MetricsURL, fmt.Sprintf("node_yurthub_server_healthy_status{server=%q}", apiserver)) != 0
+	return Metric(t, h.MetricsURL, h.HealthySample()) != 0
+}
+
+// HealthySample is yurthub's gauge of the apiserver's health: 1 healthy, 0
+// not, absent until the first change. A yurthub started cut off is unhealthy
+// with the gauge absent, and sets it to 1 once the apiserver answers its
+// heartbeats (HealthyThreshold in a row).
+func (h *Yurthub) HealthySample() string {
+	return fmt.Sprintf("node_yurthub_server_healthy_status{server=%q}", h.ServerAddr)
 }
 
 // Kubeconfig is a kubeconfig that reaches the apiserver through yurthub's

@@ -206,10 +206,20 @@ func nodeLocalDNSStep(l layout.Layout) engine.Step {
 	}
 }
 
+// nodeLocalYurthubOption makes each cache's yurthosts read through yurthub
+// with the node's identity where the node runs yurthub (the caches are on
+// the host network), instead of the ServiceAccount token that yurthub makes
+// up for a pod started while cut off (see plugin/yurthosts). Its proxy at
+// the dummy interface's address: yurtadm's yurthub serves it there besides
+// 127.0.0.1, and one started with --bind-proxy-address=169.254.2.1 there
+// alone.
+const nodeLocalYurthubOption = "yurthub http://169.254.2.1:10261"
+
 // nodeLocalObjects are deploy/node-local-dns with install's images, the
 // profile's ServiceAccount (the DaemonSet's, and the subject of the
-// kubernetes plugin's grant) and the profile's yurthosts options, and the
-// kubernetes directive of the cluster's CoreDNS: each cache answers the
+// kubernetes plugin's grant), the profile's yurthosts options and its
+// records ConfigMap and Service in the nodes' grant (deploy/records lets
+// them read the shards), and the kubernetes directive of the cluster's CoreDNS: each cache answers the
 // cluster's zones itself, from the Services it watches (through yurthub on
 // an edge node), so an edge node that restarts cut off from the cloud
 // still has them when its cache's memory is gone and kube-dns's endpoints
@@ -235,7 +245,7 @@ func nodeLocalObjects(ctx context.Context, env *engine.Env, l layout.Layout) ([]
 		switch o.GetKind() {
 		case "ConfigMap":
 			src, _, _ := unstructured.NestedString(o.Object, "data", "Corefile")
-			edited, err := corefile.SetYurthosts(corefileAddresses(src, addrs), l.YurthostsOptions)
+			edited, err := corefile.SetYurthosts(corefileAddresses(src, addrs), append(slices.Clone(l.YurthostsOptions), nodeLocalYurthubOption))
 			if err != nil {
 				return nil, fmt.Errorf("deploy/%s Corefile: %w", deploy.NodeLocalDNS, err)
 			}
@@ -245,6 +255,16 @@ func nodeLocalObjects(ctx context.Context, env *engine.Env, l layout.Layout) ([]
 				}
 			}
 			if err := unstructured.SetNestedField(o.Object, edited, "data", "Corefile"); err != nil {
+				return nil, err
+			}
+		case "Role":
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			for _, r := range rules {
+				rule := r.(map[string]any)
+				names := map[string]string{"configmaps": l.RecordsConfigMap, "services": l.Service}
+				rule["resourceNames"] = []any{names[rule["resources"].([]any)[0].(string)]}
+			}
+			if err := unstructured.SetNestedSlice(o.Object, rules, "rules"); err != nil {
 				return nil, err
 			}
 		case "ClusterRoleBinding":

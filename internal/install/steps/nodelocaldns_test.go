@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -142,10 +143,12 @@ func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 	const kubernetes = "kubernetes cluster.local in-addr.arpa ip6.arpa {\n       pods insecure\n       fallthrough in-addr.arpa ip6.arpa\n       ttl 7\n       startup_timeout 30s\n    }"
 
 	for _, tc := range []struct {
-		profile, want, sa string
+		profile, want, sa, nodesRead string
 	}{
-		{layout.YurtTunnel, "yurthosts {\n        shards yurtdns-records\n        fallthrough\n    }", "coredns"},
-		{layout.Raven, "yurthosts {\n        configmap kube-system/edge-tunnel-nodes\n        service kube-system/x-raven-proxy-internal-svc\n        shards yurtdns-records\n        fallthrough\n    }", "raven-proxy-dns"},
+		{layout.YurtTunnel, "yurthosts {\n        shards yurtdns-records\n        yurthub http://169.254.2.1:10261\n        fallthrough\n    }", "coredns",
+			"configmaps/yurt-tunnel-nodes services/x-tunnel-server-internal-svc"},
+		{layout.Raven, "yurthosts {\n        configmap kube-system/edge-tunnel-nodes\n        service kube-system/x-raven-proxy-internal-svc\n        shards yurtdns-records\n        yurthub http://169.254.2.1:10261\n        fallthrough\n    }", "raven-proxy-dns",
+			"configmaps/edge-tunnel-nodes services/x-raven-proxy-internal-svc"},
 	} {
 		p, err := layout.Named(tc.profile)
 		if err != nil {
@@ -157,7 +160,7 @@ func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kinds := map[string]bool{}
+		kinds, bound := map[string]bool{}, map[string]bool{}
 		for _, o := range objs {
 			kinds[o.GetKind()] = true
 			switch o.GetKind() {
@@ -166,6 +169,21 @@ func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 				if !strings.Contains(corefile, tc.want) || !strings.Contains(corefile, "bind 169.254.20.10") || !strings.Contains(corefile, kubernetes) {
 					t.Errorf("%s: Corefile:\n%s\nwant %s and the cluster's %s", tc.profile, corefile, tc.want, kubernetes)
 				}
+			case "Role":
+				var read []string
+				for _, r := range o.Object["rules"].([]any) {
+					rule := r.(map[string]any)
+					read = append(read, fmt.Sprintf("%s/%s", rule["resources"].([]any)[0], strings.Join(toStrings(rule["resourceNames"].([]any)), ",")))
+				}
+				if got := strings.Join(read, " "); got != tc.nodesRead {
+					t.Errorf("%s: the nodes may read %s, want %s", tc.profile, got, tc.nodesRead)
+				}
+			case "RoleBinding":
+				sub := o.Object["subjects"].([]any)[0].(map[string]any)
+				if sub["kind"] != "Group" || sub["name"] != "system:nodes" {
+					t.Errorf("%s: RoleBinding %s/%s binds %v, want the group system:nodes", tc.profile, o.GetNamespace(), o.GetName(), sub)
+				}
+				bound[o.GetNamespace()+"/"+o.Object["roleRef"].(map[string]any)["name"].(string)] = true
 			case "ClusterRoleBinding":
 				if sub := o.Object["subjects"].([]any)[0].(map[string]any); sub["name"] != tc.sa || sub["namespace"] != "kube-system" {
 					t.Errorf("%s: the kubernetes plugin's grant goes to %v/%v, want kube-system/%s", tc.profile, sub["namespace"], sub["name"], tc.sa)
@@ -182,7 +200,18 @@ func TestNodeLocalObjectsFollowProfile(t *testing.T) {
 		if !kinds["ConfigMap"] || !kinds["DaemonSet"] || !kinds["Service"] || !kinds["ClusterRole"] || !kinds["ClusterRoleBinding"] {
 			t.Errorf("deploy/%s renders %v", deploy.NodeLocalDNS, kinds)
 		}
+		if !bound["kube-system/yurtdns:node-local-dns-records"] {
+			t.Errorf("%s: the nodes are bound to %v, want the records' Role", tc.profile, bound)
+		}
 	}
+}
+
+func toStrings(list []any) []string {
+	out := make([]string, len(list))
+	for i, v := range list {
+		out[i] = fmt.Sprint(v)
+	}
+	return out
 }
 
 // Revert tears down a node's address only where a kubelet started the
