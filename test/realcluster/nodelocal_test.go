@@ -168,6 +168,27 @@ func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 		}
 	}
 
+	// Each cache reads the records through yurthub, with its node's
+	// identity, where the node runs yurthub (an edge node), else with its
+	// ServiceAccount token.
+	for _, n := range kc.Nodes {
+		want := "no yurthub on this node"
+		if n.Edge {
+			want = "reading through yurthub at http://169.254.2.1:10261 with the node's identity"
+		}
+		harness.Eventually(t, 10*time.Second, func() error {
+			pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=node-local-dns", FieldSelector: "spec.nodeName=" + n.Name})
+			if err != nil || len(pods.Items) != 1 {
+				return fmt.Errorf("node-local-dns pods on %s: %v (%d)", n.Name, err, len(pods.Items))
+			}
+			logs, err := n.PodLogs("kube-system", pods.Items[0].Name)
+			if err != nil || !strings.Contains(logs, want) {
+				return fmt.Errorf("the cache on %s does not log %q (%v):\n%s", n.Name, want, err, logs)
+			}
+			return nil
+		})
+	}
+
 	// The Corefile as an earlier version wrote it: status names it (a
 	// comment only, so the caches reloading it answer as before).
 	cms := cs.CoreV1().ConfigMaps(tunnelnodes.Namespace)
