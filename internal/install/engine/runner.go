@@ -52,8 +52,9 @@ func (r Runner) Install(ctx context.Context, env *Env, out io.Writer) error {
 	for _, step := range r.Steps {
 		ss := st.step(step.Name)
 		install := step.Install
+		byFlag := slices.Contains(env.Options.Skip, step.Name)
 		switch {
-		case slices.Contains(env.Options.Skip, step.Name):
+		case byFlag:
 			install = skippedByFlag(step.Name)
 		case step.Enabled != nil && !step.Enabled(env.Options):
 			install = notRequested(step.OptIn)
@@ -70,9 +71,10 @@ func (r Runner) Install(ctx context.Context, env *Env, out io.Writer) error {
 			ss.Applied, ss.Skipped = true, ""
 		case res.ApplyWith == "":
 			continue
-		case ss.Applied && len(ss.Records) == 0:
-			// Recorded applied with nothing it changed: an install before
-			// skips were recorded took a skip for applied.
+		case ss.Applied && len(ss.Records) == 0 && !byFlag:
+			// The step skips itself, yet is recorded applied with nothing
+			// it changed: an install before skips were recorded took its
+			// skip for applied.
 			ss.Applied, ss.Skipped = false, res.ApplyWith
 		case !ss.Applied:
 			ss.Skipped = res.ApplyWith
