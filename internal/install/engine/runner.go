@@ -69,17 +69,15 @@ func (r Runner) Install(ctx context.Context, env *Env, out io.Writer) error {
 		switch {
 		case !res.Skipped:
 			ss.Applied, ss.Skipped = true, ""
-		case res.ApplyWith == "":
-			continue
-		case ss.Applied && len(ss.Records) == 0 && !byFlag:
-			// The step skips itself, yet is recorded applied with nothing
-			// it changed: an install before skips were recorded took its
-			// skip for applied.
-			ss.Applied, ss.Skipped = false, res.ApplyWith
-		case !ss.Applied:
-			ss.Skipped = res.ApplyWith
-		default:
+		case ss.Applied && (byFlag || len(ss.Records) > 0 || res.ApplyWith == ""):
 			continue // applied earlier: revert undoes it, status checks it
+		case !ss.Applied && ss.Skipped == res.ApplyWith:
+			continue // as recorded
+		default:
+			// What applies it now ("" for a step not for this cluster). One
+			// recorded applied with nothing it changed is an older install's
+			// skip taken for applied (the bare control-plane step).
+			ss.Applied, ss.Skipped = false, res.ApplyWith
 		}
 		if err := st.persist(ctx); err != nil {
 			return err

@@ -50,9 +50,9 @@ func TestStepPreflightRunsBeforeEveryStep(t *testing.T) {
 
 // A step --skip names, or one that skips itself saying what applies it, is
 // recorded skipped, and status says so and how to apply it; a skip without
-// that (not for this cluster) records nothing. A step applied earlier stays
-// applied when skipped; a skip taken for applied by an older install is
-// undone.
+// that (not for this cluster) records nothing, and clears an earlier skip's
+// hint. A step applied earlier stays applied when skipped; a skip taken
+// for applied by an older install is undone.
 func TestSkippedStepsAreRecorded(t *testing.T) {
 	notApplied := func(context.Context, *Env, *StepState) (StepStatus, string, error) { return NotApplied, "missing", nil }
 	step := func(name string, res Result) Step {
@@ -65,7 +65,7 @@ func TestSkippedStepsAreRecorded(t *testing.T) {
 		step("applied", Result{Summary: "done"}),
 	}, Preflight: func(context.Context, *Env, io.Writer) error { return nil }}
 	ctx := context.Background()
-	env := &Env{Client: fake.NewClientBuilder().Build(), Options: Options{Timeout: time.Second, Skip: []string{"by-flag"}}}
+	env := &Env{Client: fake.NewClientBuilder().Build(), Options: Options{Timeout: time.Second, Skip: []string{"by-flag", "not-here"}}}
 	if err := r.Install(ctx, env, io.Discard); err != nil {
 		t.Fatal(err)
 	}
