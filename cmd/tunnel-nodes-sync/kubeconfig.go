@@ -126,7 +126,10 @@ func (k *kubeconfigFlags) waitReachable(ctx context.Context, cfg *rest.Config, t
 	var last error
 	stop := func() {}
 	defer func() { stop() }()
-	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+	// An attempt gets ctx, not the poll's deadline: one cut short by the
+	// deadline (or by the client's rate limiter foreseeing it) is no answer
+	// to report; the poll ends the wait.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
 		attempt, cancel := context.WithTimeout(ctx, reachTimeout)
 		defer cancel()
 		err := dc.RESTClient().Get().AbsPath("/version").Do(attempt).Error()
@@ -134,7 +137,7 @@ func (k *kubeconfigFlags) waitReachable(ctx context.Context, cfg *rest.Config, t
 		switch {
 		case err == nil, !kubewait.APIServerAway(err) && errors.As(err, &answer):
 			return true, nil
-		case !kubewait.APIServerAway(err) && ctx.Err() == nil:
+		case !kubewait.APIServerAway(err):
 			return false, err
 		}
 		mu.Lock()
