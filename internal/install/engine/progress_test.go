@@ -27,6 +27,7 @@ func TestLongStepSaysItIsStillRunning(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out lockedBuffer
+			out.Write([]byte("install\n"))
 			step := Step{Name: "slow", Install: func(context.Context, *Env, *StepState) (Result, error) {
 				time.Sleep(tc.runs)
 				return Result{Summary: "done"}, nil
@@ -38,7 +39,7 @@ func TestLongStepSaysItIsStillRunning(t *testing.T) {
 			}
 			time.Sleep(2 * progressInterval) // nothing more after the step
 			text := out.String()
-			lines := strings.Count(text, "[slow] still running (")
+			lines := strings.Count(text, "\n  slow: still running (")
 			if lines < tc.wantLines || (tc.wantLines == 0 && lines > 0) || !strings.HasSuffix(text, "[slow] done\n") {
 				t.Errorf("%d progress lines, want at least %d, and the step's line last:\n%s", lines, tc.wantLines, text)
 			}

@@ -113,8 +113,9 @@ func skippedByFlag(name string) func(context.Context, *Env, *StepState) (Result,
 // ("step", "reverting step").
 func runStep(ctx context.Context, env *Env, out io.Writer, name string, run func(context.Context, *Env, *StepState) (Result, error),
 	ss *StepState, what string) (Result, error) {
+	// Indented, not "[name] ": scripts take that line for the step's end.
 	stop := Heartbeat(progressInterval, func(elapsed time.Duration) {
-		fmt.Fprintf(out, "[%s] still running (%s)\n", name, elapsed)
+		fmt.Fprintf(out, "  %s: still running (%s)\n", name, elapsed)
 	})
 	res, err := run(ctx, env, ss)
 	stop()
