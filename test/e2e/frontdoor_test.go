@@ -28,6 +28,7 @@ func TestBadFlagValuesMakeNoRequest(t *testing.T) {
 	t.Parallel()
 	cp := harness.Start(t, harness.Options{AuditLog: true})
 	cp.CreateService(t, harness.TunnelService("10.96.0.9"))
+	bin := harness.Binary(t, "tunnel-nodes-sync") // built before the clock starts
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -56,7 +57,7 @@ func TestBadFlagValuesMakeNoRequest(t *testing.T) {
 			args = append(args, "--timeout", "5m")
 		}
 		start := time.Now()
-		p := harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), args...)
+		p := harness.StartProcess(t, bin, args...)
 		err := p.Wait(t, time.Minute)
 		if code := exitCode(t, err); code != exitError || !strings.Contains(p.Output(), tc.want) || time.Since(start) > 10*time.Second {
 			t.Errorf("%v: exit %d after %s, want 1 at once with %q:\n%s", tc.args, code, time.Since(start).Round(time.Millisecond), tc.want, p.Output())
