@@ -6,9 +6,11 @@ K8S_BIN := $(BIN)/k8s
 # The release this tree is (docs/release.md), read once: the binaries, the image tags and
 # the release's manifests name the same version. `make VERSION=...` overrides it.
 VERSION := $(strip $(file < VERSION))
+# The commit `version` prints.
+COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 # -s -w as CoreDNS's own release builds: no symbol table or DWARF (a third of coredns-yurt's
 # size, and of the link time of each of the image's platforms).
-LDFLAGS := -s -w -X github.com/yurtdns/yurtdns/internal/version.Version=$(VERSION)
+LDFLAGS := -s -w -X github.com/yurtdns/yurtdns/internal/version.Version=$(VERSION) -X github.com/yurtdns/yurtdns/internal/version.Commit=$(COMMIT)
 # The Kubernetes binaries are rebuilt only when the tools module changes. They are
 # stamped with their real version (kubeadm, the kubelet and install's version checks
 # read it; a plain go build reports v0.0.0-master).

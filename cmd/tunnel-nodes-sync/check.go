@@ -31,6 +31,8 @@ Service kube-dns, Deployment and ConfigMap coredns). See docs/cli.md.
 Output: the lines, or with -o json|yaml the report as a document: profile, result,
 checks (name, result, found, action, nodes).
 
+` + "`install --check`" + ` runs the same check with all of install's flags.
+
 Exit codes:
   0  every check passed (warnings allowed)
   1  error: check could not read the cluster, or a flag is wrong
@@ -43,22 +45,32 @@ func newCheckCommand() *cobra.Command {
 		Use:   "check",
 		Short: "Check install's prerequisites on the cluster (reads only)",
 		Long:  checkLong,
-		Args:  cobra.NoArgs,
+		Example: `  # Before install: every check, with what to do about each that fails
+  tunnel-nodes-sync check
+
+  # For Raven's L7 proxy, with the images to be imported on the nodes
+  tunnel-nodes-sync check --profile raven --coredns-image registry.example/coredns-yurt:v0.1.0
+
+  # The report as JSON
+  tunnel-nodes-sync check -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := validOutput(output); err != nil {
 				return err
 			}
-			env, err := f.env()
+			if err := f.validate(); err != nil {
+				return err
+			}
+			env, err := f.env(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			return checkCluster(cmd.Context(), env, cmd.OutOrStdout(), output)
 		},
 	}
-	f.kubeconfig.register(cmd, kubeconfigHelp)
-	registerProfile(cmd, &f.opts.Profile)
+	f.registerCommon(cmd, readTimeoutHelp)
 	registerImages(cmd, &f.opts)
-	cmd.Flags().DurationVar(&f.opts.Timeout, "timeout", defaultTimeout, "How long to wait for an apiserver that is away before failing")
+	registerNodeLifecycle(cmd, &f.opts.NodeLifecycle, "What install is to do with kube-controller-manager's node lifecycle controller, for the openyurt check")
 	registerOutput(cmd, &output)
 	return cmd
 }

@@ -1,7 +1,7 @@
 // Command tunnel-nodes-sync keeps the OpenYurt node-name records and the
 // tunnel Service's extra ports right (`run`), and installs, reverts and
 // reports yurtdns on a cluster (`install`, `revert`, `status`), and checks
-// install's prerequisites (`check`).
+// install's prerequisites (`check`), and prints versions (`version`).
 package main
 
 import (
@@ -43,7 +43,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCommand(), newInstallCommand(), newRevertCommand(), newStatusCommand(), newCheckCommand(), newPatchManifestsCommand(),
-		newVerifyNodeDNSCommand(), newNodeLocalDNSCommand())
+		newVerifyNodeDNSCommand(), newNodeLocalDNSCommand(), newVersionCommand())
 
 	// klog's -v and friends, shared by every subcommand.
 	klogFlags := goflag.NewFlagSet("klog", goflag.ExitOnError)

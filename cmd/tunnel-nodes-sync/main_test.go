@@ -1,11 +1,13 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/yurtdns/yurtdns/deploy"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -73,5 +75,78 @@ func TestManifestsSayRun(t *testing.T) {
 		if !found {
 			t.Errorf("%s: no Deployment with args", dir)
 		}
+	}
+}
+
+// forEachCommand calls f on every command of the tree, hidden ones too.
+func forEachCommand(c *cobra.Command, f func(*cobra.Command)) {
+	f(c)
+	for _, sub := range c.Commands() {
+		forEachCommand(sub, f)
+	}
+}
+
+// No flag's usage has a backquoted word: pflag's UnquoteUsage makes it the
+// flag's type name in the help (`make image` showed as
+// "--coredns-image make image").
+func TestFlagUsageHasNoBackquote(t *testing.T) {
+	forEachCommand(newRootCommand(), func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.LocalFlags(), c.InheritedFlags()} {
+			fs.VisitAll(func(f *pflag.Flag) {
+				if strings.Contains(f.Usage, "`") {
+					name, _ := pflag.UnquoteUsage(f)
+					t.Errorf("%s --%s: backquote in its usage (shown as type %q): %q", c.CommandPath(), f.Name, name, f.Usage)
+				}
+			})
+		}
+	})
+}
+
+// Each command's help: only the flags it uses, Examples, exit codes, and
+// --profile in one short sentence (its steps are in the long help).
+func TestCommandHelp(t *testing.T) {
+	installOnly := []string{"node-name", "manifests-dir", "backup-dir", "kubeadm-patches-dir", "control-plane-jobs", "skip", "force", "node-local-dns", "coredns-image", "check"}
+	root := newRootCommand()
+	for _, tc := range []struct {
+		cmd      string
+		lacks    []string
+		exitCode bool
+		steps    bool
+	}{
+		{"install", nil, true, true},
+		{"revert", append(installOnly, "kcm-nodelifecycle", "kubelet-servicemonitor"), true, true},
+		{"status", installOnly, true, true},
+		{"check", []string{"node-name", "manifests-dir", "skip", "dry-run"}, true, false},
+		{"version", []string{"profile", "node-name"}, true, false},
+		{"patch-manifests", nil, false, false},
+	} {
+		c, _, err := root.Find([]string{tc.cmd})
+		if err != nil || c.Name() != tc.cmd {
+			t.Fatalf("%s: %v", tc.cmd, err)
+		}
+		for _, f := range tc.lacks {
+			if c.Flags().Lookup(f) != nil {
+				t.Errorf("%s lists --%s, which it does not use", tc.cmd, f)
+			}
+		}
+		if tc.exitCode && (!strings.Contains(c.Long, "Exit codes:\n  0  ") || c.Example == "") {
+			t.Errorf("%s: no exit codes or no Examples in its help", tc.cmd)
+		}
+		if tc.steps && !strings.Contains(c.Long, "raven (Raven's L7 proxy):\n    records, raven-rbac,") {
+			t.Errorf("%s: its long help lacks the profiles' steps:\n%s", tc.cmd, c.Long)
+		}
+		if p := c.Flags().Lookup("profile"); p != nil && (len(p.Usage) > 120 || strings.Contains(p.Usage, "steps")) {
+			t.Errorf("%s --profile: %d characters, want one short sentence: %q", tc.cmd, len(p.Usage), p.Usage)
+		}
+	}
+	for _, cmd := range []string{"status", "check"} {
+		c, _, _ := root.Find([]string{cmd})
+		if u := c.Flags().Lookup("timeout").Usage; strings.Contains(u, "change") {
+			t.Errorf("%s --timeout speaks of changes; it changes nothing: %q", cmd, u)
+		}
+	}
+	// kubectl-style: uninstall is revert, not a near miss of install.
+	if c, _, err := root.Find([]string{"uninstall"}); err != nil || c.Name() != "revert" {
+		t.Errorf("uninstall: %v, %v; want revert", c, err)
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install/engine"
+	"github.com/yurtdns/yurtdns/internal/install/steps"
 	"github.com/yurtdns/yurtdns/internal/staticpod"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func newPatchManifestsCommand() *cobra.Command {
@@ -20,27 +22,45 @@ func newPatchManifestsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "patch-manifests",
 		Short: "Edit the local kube-apiserver and kube-controller-manager static pod manifests",
-		Long: "Disables the node lifecycle controller in kube-controller-manager and makes kube-apiserver\n" +
-			"reach kubelets by host name through cluster DNS. Idempotent; originals are kept in --backup-dir.\n" +
+		Long: "Makes kube-apiserver reach kubelets by host name through cluster DNS and, as --kcm-nodelifecycle\n" +
+			"says (auto, as install: off unless OpenYurt v1.6 or later runs), disables kube-controller-manager's\n" +
+			"node lifecycle controller. Idempotent; originals are kept in --backup-dir.\n" +
 			"Writes a kubeadm patch (kube-apiserver's dnsPolicy) into --kubeadm-patches-dir: give that directory\n" +
 			"to kubeadm upgrade (--patches) so that it renders the edit again.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
-			// install's auto needs the cluster's OpenYurt version: install decides, its Jobs say which.
-			if nodeLifecycle != engine.NodeLifecycleDisable && nodeLifecycle != engine.NodeLifecycleKeep {
-				return fmt.Errorf("--kcm-nodelifecycle %q: must be %s or %s", nodeLifecycle, engine.NodeLifecycleDisable, engine.NodeLifecycleKeep)
+			if err := engine.ValidNodeLifecycle(nodeLifecycle); err != nil {
+				return err
+			}
+			if timeout < 0 {
+				return fmt.Errorf("--timeout %s: must be 0 or more", timeout)
 			}
 			if patchesDir == "" {
 				patchesDir = filepath.Join(filepath.Dir(filepath.Clean(manifestsDir)), "patches")
 			}
-			opts := staticpod.ManifestOptions{DryRun: dryRun, TestOnlyExtraFlags: extraFlags, KeepNodeLifecycle: nodeLifecycle == engine.NodeLifecycleKeep, KubeadmPatchesDir: patchesDir}
-			if kubeconfig.given() && !dryRun {
-				c, err := kubeconfig.client()
+			opts := staticpod.ManifestOptions{DryRun: dryRun, TestOnlyExtraFlags: extraFlags, KubeadmPatchesDir: patchesDir}
+			var c client.Client
+			if kubeconfig.given() || (nodeLifecycle != engine.NodeLifecycleDisable && nodeLifecycle != engine.NodeLifecycleKeep && !revert) {
+				var err error
+				if c, err = kubeconfig.client(); err != nil {
+					return fmt.Errorf("%w (--kcm-nodelifecycle %s reads the OpenYurt version from the cluster; or give %s or %s)",
+						err, engine.NodeLifecycleAuto, engine.NodeLifecycleDisable, engine.NodeLifecycleKeep)
+				}
+			}
+			if c != nil && !dryRun {
+				opts.Kubelet = &staticpod.KubeletWait{Client: c, Node: nodeName, Timeout: timeout}
+			}
+			if !revert {
+				// install's resolution: auto reads the OpenYurt version.
+				keep, why, err := steps.KeepNodeLifecycle(cmd.Context(), &engine.Env{Client: c, Options: engine.Options{NodeLifecycle: nodeLifecycle}})
 				if err != nil {
 					return err
 				}
-				opts.Kubelet = &staticpod.KubeletWait{Client: c, Node: nodeName, Timeout: timeout}
+				if keep {
+					fmt.Fprintf(out, "kube-controller-manager left as it is: %s\n", why)
+				}
+				opts.KeepNodeLifecycle = keep
 			}
 			if revert {
 				restored, kept, err := staticpod.RestoreManifests(cmd.Context(), manifestsDir, backupDir, opts)
@@ -87,9 +107,7 @@ func newPatchManifestsCommand() *cobra.Command {
 	f.StringVar(&backupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where originals are kept; must be outside --manifests-dir, on the same filesystem")
 	f.StringVar(&patchesDir, "kubeadm-patches-dir", "", "Where install's kubeadm patch goes (kube-apiserver's dnsPolicy), for kubeadm upgrade/init/join --patches (default: patches beside --manifests-dir)")
 	f.BoolVar(&dryRun, "dry-run", false, "Print a unified diff of each change and write nothing")
-	f.StringVar(&nodeLifecycle, "kcm-nodelifecycle", engine.NodeLifecycleDisable, "What to do with kube-controller-manager's node lifecycle controller, as install's flag: "+
-		"disable (turn it off with --controllers=...,-nodelifecycle) or keep (leave kube-controller-manager as it is: OpenYurt v1.6 and later need no -nodelifecycle)")
-	mustRegisterCompletion(cmd, "kcm-nodelifecycle", cobra.FixedCompletions([]string{engine.NodeLifecycleDisable, engine.NodeLifecycleKeep}, cobra.ShellCompDirectiveNoFileComp))
+	registerNodeLifecycle(cmd, &nodeLifecycle, "What to do with kube-controller-manager's node lifecycle controller, as install's flag (auto needs --kubeconfig)")
 	f.BoolVar(&revert, "revert", false, "Restore the originals from --backup-dir where the manifests are still as patched")
 	kubeconfig.register(cmd, "With it (or --context), wait after each manifest until the kubelet runs it (mirror pod with the new config hash, Ready), "+
 		"and restore the original of a patched component that does not come back within --timeout (e.g. /etc/kubernetes/admin.conf)")

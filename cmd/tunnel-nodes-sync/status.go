@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/yurtdns/yurtdns/internal/install"
@@ -23,40 +24,56 @@ const (
 	exitNotInstalled = 3
 )
 
-const statusLong = `Reports each step of the profile: applied, not applied, or drifted, and why.
-The profile is the one the install state records; --profile may be left out.
-
-Output: a line per step, or with -o json|yaml the report as a document:
-profile, result, version, installedVersion, upgrade, steps (name, state,
-detail, recorded) and, with
---verify-dns or --verify-dns-from-control-plane, nodeNamesWrong (see docs/cli.md).
-With -o, the node name checks print their tables on stderr.
-
-Exit codes:
-  0  applied: install ran, and nothing it applied has drifted
-  1  error: status could not tell (the apiserver, a flag, a check that could not run)
-  2  drifted: a step drifted, or a checked node name resolves wrong
-  3  not installed: the install state records no step as applied
-     (install never ran, stopped in its first step, or revert finished)`
-
 func newStatusCommand() *cobra.Command {
 	f := &surgeryFlags{}
 	var verifyDNS, edgeSelector, output string
 	var fromControlPlane bool
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Report each install step: applied, not applied, or drifted",
-		Long:  statusLong,
-		Args:  cobra.NoArgs,
+		Short: "Report each install step: applied, not applied, skipped or drifted",
+		Long: `Reports each step of the profile: applied, not applied, skipped (by the last install, with
+the flag that applies it) or drifted, and why. It reads only. The profile is the one the install
+state records; --profile may be left out.
+
+Output: a line per step, or with -o json|yaml the report as a document: profile, result,
+version, installedVersion, upgrade, steps (name, state, detail, recorded) and, with
+--verify-dns or --verify-dns-from-control-plane, nodeNamesWrong (see docs/cli.md).
+With -o, the node name checks print their tables on stderr.
+
+` + install.Profiles() + `
+
+Exit codes:
+  0  applied: install ran, and nothing it applied has drifted (skipped steps allowed)
+  1  error: status could not tell (the apiserver, a flag, a check that could not run)
+  2  drifted: a step drifted, or a checked node name resolves wrong
+  3  not installed: the install state records no step as applied
+     (install never ran, skipped every step, stopped in its first step, or revert finished)`,
+		Example: `  # A line per step; the exit code says applied (0), drifted (2) or not installed (3)
+  tunnel-nodes-sync status
+
+  # The report as JSON, for a script
+  tunnel-nodes-sync status -o json
+
+  # Also resolve every node name at kube-dns and compare with what it should be
+  tunnel-nodes-sync status --verify-dns 10.96.0.10:53`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := validOutput(output); err != nil {
 				return err
+			}
+			if verifyDNS != "" {
+				if _, err := verify.ParseDNSServer(verifyDNS); err != nil {
+					return err
+				}
 			}
 			selector, err := labels.Parse(edgeSelector)
 			if err != nil {
 				return fmt.Errorf("--edge-node-selector: %w", err)
 			}
-			env, err := f.env()
+			if err := f.validate(); err != nil {
+				return err
+			}
+			env, err := f.env(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -103,7 +120,9 @@ func newStatusCommand() *cobra.Command {
 			return statusExit(report)
 		},
 	}
-	f.register(cmd, false)
+	f.registerCommon(cmd, readTimeoutHelp)
+	registerNodeLifecycle(cmd, &f.opts.NodeLifecycle, "What install was given, for the control-plane step's state")
+	f.registerServiceMonitors(cmd)
 	registerOutput(cmd, &output)
 	cmd.Flags().StringVar(&verifyDNS, "verify-dns", "", "Also resolve every node name at this DNS server (IP:PORT, e.g. the kube-dns ClusterIP:53) and compare")
 	cmd.Flags().BoolVar(&fromControlPlane, "verify-dns-from-control-plane", false,
@@ -130,12 +149,15 @@ func printSteps(out io.Writer, steps []engine.StatusReport) {
 // document.
 func registerOutput(cmd *cobra.Command, output *string) {
 	cmd.Flags().StringVarP(output, "output", "o", "", "Output format: json or yaml (the report as a document); text when empty")
-	mustRegisterCompletion(cmd, "output", cobra.FixedCompletions([]string{"json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+	mustRegisterCompletion(cmd, "output", cobra.FixedCompletions(outputFormats, cobra.ShellCompDirectiveNoFileComp))
 }
+
+// outputFormats are -o's values ("": text).
+var outputFormats = []string{"json", "yaml"}
 
 // validOutput refuses an -o that is not json or yaml.
 func validOutput(output string) error {
-	if output != "" && output != "json" && output != "yaml" {
+	if output != "" && !slices.Contains(outputFormats, output) {
 		return fmt.Errorf("--output %q: must be json or yaml (text when empty)", output)
 	}
 	return nil

@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -25,7 +26,12 @@ func Install(ctx context.Context, env *engine.Env, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := validate(env.Options, r.Steps); err != nil {
+	l, err := layout.Named(env.Options.Profile)
+	if err != nil {
+		return err
+	}
+	// ValidateFlags checked --skip before the profile was settled.
+	if err := validSkip(env.Options.Skip, l, r.Steps); err != nil {
 		return err
 	}
 	return r.Install(ctx, env, out)
@@ -197,21 +203,40 @@ func ResolveProfile(ctx context.Context, env *engine.Env) error {
 	return nil
 }
 
-// validate checks install's flags against the layout's steps.
-func validate(o engine.Options, plan []engine.Step) error {
-	var names []string
-	for _, s := range plan {
-		names = append(names, s.Name)
+// ValidateFlags refuses a flag value that cannot work, naming the valid
+// ones, before any call to the apiserver: a typo costs no wait. --skip is
+// checked against --profile's steps, or without --profile against every
+// profile's (Install checks it again once the profile is settled).
+func ValidateFlags(o engine.Options) error {
+	if o.Timeout < 0 {
+		return fmt.Errorf("--timeout %s: must be 0 or more", o.Timeout)
 	}
-	for _, s := range o.Skip {
-		if !slices.Contains(names, s) {
-			return fmt.Errorf("--skip %q: unknown step (steps: %s)", s, strings.Join(names, ","))
+	layouts := layout.All()
+	if o.Profile != "" {
+		l, err := layout.Named(o.Profile)
+		if err != nil {
+			return err
 		}
+		layouts = []layout.Layout{l}
 	}
-	switch o.NodeLifecycle {
-	case "", engine.NodeLifecycleAuto, engine.NodeLifecycleDisable, engine.NodeLifecycleKeep:
-	default:
-		return fmt.Errorf("--kcm-nodelifecycle %q: must be %s, %s or %s", o.NodeLifecycle, engine.NodeLifecycleAuto, engine.NodeLifecycleDisable, engine.NodeLifecycleKeep)
+	var refusals []string
+	for _, l := range layouts {
+		plan, err := steps.Plan(l)
+		if err != nil {
+			return err
+		}
+		err = validSkip(o.Skip, l, plan)
+		if err == nil {
+			refusals = nil // one profile's steps
+			break
+		}
+		refusals = append(refusals, err.Error())
+	}
+	if len(refusals) > 0 {
+		return errors.New(strings.Join(refusals, "; "))
+	}
+	if err := engine.ValidNodeLifecycle(o.NodeLifecycle); err != nil {
+		return err
 	}
 	for _, sm := range []string{o.KubeletServiceMonitor, o.NodeExporterServiceMonitor} {
 		if _, err := steps.ParseNamespacedName(sm); sm != "" && err != nil {
@@ -221,15 +246,38 @@ func validate(o engine.Options, plan []engine.Step) error {
 	return nil
 }
 
-// Describe lists each layout with its steps, for install's help.
-func Describe() string {
-	var parts []string
-	for _, l := range layout.All() {
+// validSkip refuses a --skip that names none of the layout's steps.
+func validSkip(skip []string, l layout.Layout, plan []engine.Step) error {
+	var names []string
+	for _, s := range plan {
+		names = append(names, s.Name)
+	}
+	for _, s := range skip {
+		if !slices.Contains(names, s) {
+			return fmt.Errorf("--skip %q: no such step of --profile %s (its steps: %s)", s, l.Name, strings.Join(names, ","))
+		}
+	}
+	return nil
+}
+
+// Profiles lists each profile (layout) with its steps in order, for the
+// long help of install, revert and status.
+func Profiles() string {
+	var b strings.Builder
+	b.WriteString("Profiles (--profile) and their steps, in order:\n")
+	for i, l := range layout.All() {
 		own, optIn, err := steps.StepNames(l)
 		if err != nil {
 			own = []string{err.Error()}
 		}
-		parts = append(parts, fmt.Sprintf("%s (%s; steps: %s; then %s)", l.Name, l.Help, strings.Join(own, ","), strings.Join(optIn, ",")))
+		def := ""
+		if i == 0 {
+			def = ", the default"
+		}
+		fmt.Fprintf(&b, "  %s (%s%s):\n    %s\n", l.Name, l.Help, def, strings.Join(own, ", "))
+		if len(optIn) > 0 {
+			fmt.Fprintf(&b, "    then, when asked: %s\n", strings.Join(optIn, ", "))
+		}
 	}
-	return strings.Join(parts, " or ")
+	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -44,7 +44,7 @@ func For(ctx context.Context, timeout time.Duration, what string, cond Condition
 	// which the poll reports, not an error of the call.
 	err := wait.PollUntilContextTimeout(ctx, PollInterval, timeout, true, func(context.Context) (bool, error) {
 		done, progress, err := cond(ctx)
-		if err != nil && apiserverAway(err) {
+		if err != nil && APIServerAway(err) {
 			last = "apiserver unreachable: " + err.Error()
 			sayWaiting(err)
 			return false, nil
@@ -83,22 +83,28 @@ func For(ctx context.Context, timeout time.Duration, what string, cond Condition
 
 // RetryWhileAway runs call until it succeeds or fails for another reason
 // than the apiserver being away, for at most timeout: a write right after
-// kube-apiserver restarted waits for it to be back.
+// kube-apiserver restarted waits for it to be back. Its error starts with
+// what, once: callers do not wrap it again.
 func RetryWhileAway(ctx context.Context, timeout time.Duration, what string, call func(context.Context) error) error {
 	var lastErr error
 	err := For(ctx, timeout, what, func(ctx context.Context) (bool, string, error) {
 		lastErr = call(ctx)
 		return lastErr == nil, "", lastErr
 	})
-	if err != nil && lastErr != nil && apiserverAway(lastErr) {
+	switch {
+	case err == nil:
+		return nil
+	case lastErr != nil && APIServerAway(lastErr):
 		return fmt.Errorf("%s: apiserver not back after %s: %w", what, timeout, lastErr)
+	case err == lastErr:
+		return fmt.Errorf("%s: %w", what, err) // call's answer
 	}
-	return err
+	return err // cancelled, or For's timeout error, which names what
 }
 
-// apiserverAway reports errors of an apiserver that is down, restarting or
+// APIServerAway reports errors of an apiserver that is down, restarting or
 // not ready yet, as opposed to an answer.
-func apiserverAway(err error) bool {
+func APIServerAway(err error) bool {
 	var netErr net.Error
 	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
 		apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||

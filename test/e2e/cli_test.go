@@ -167,7 +167,7 @@ func TestStatusOutputAndExitCodes(t *testing.T) {
 	}
 	kubeconfig, proxy := cp.ProxiedKubeconfig(t, cp.Kubeconfig)
 	proxy.Cut()
-	if _, code, out := statusJSON(t, kubeconfig, "--timeout", "2s"); code != exitError || !strings.Contains(out, "reading install state") {
+	if _, code, out := statusJSON(t, kubeconfig, "--timeout", "2s"); code != exitError || !strings.Contains(out, "did not answer within 2s") {
 		t.Errorf("the apiserver unreachable: exit %d\n%s", code, out)
 	}
 }
@@ -202,7 +202,8 @@ func TestProfileFromInstallState(t *testing.T) {
 
 // TestFirstCallWaitsOutTheAPIServer: install, status and revert started
 // while the apiserver is unreachable (as after a killed install restarted
-// it) wait for it, saying so on stderr, from their first call on.
+// it) wait for it, saying so on stderr (where, and for how long), from
+// their first call on.
 func TestFirstCallWaitsOutTheAPIServer(t *testing.T) {
 	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
@@ -212,7 +213,7 @@ func TestFirstCallWaitsOutTheAPIServer(t *testing.T) {
 		proxy.Cut()
 		p := harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), append([]string{args[0], "--kubeconfig", kubeconfig, "--timeout", "1m"}, args[1:]...)...)
 		harness.Eventually(t, 20*time.Second, func() error {
-			if out := p.Output(); !strings.Contains(out, `"Waiting for the apiserver" wait="reading install state" timeout="1m0s"`) || !strings.Contains(out, "connection refused") {
+			if out := p.Output(); !strings.Contains(out, "does not answer (") || !strings.Contains(out, "waiting up to 1m0s (--timeout) for it") || !strings.Contains(out, "connection refused") {
 				return errors.New("not waiting yet:\n" + out)
 			}
 			return nil

@@ -92,7 +92,7 @@ func TestControlPlaneJobs(t *testing.T) {
 		pinned = append(pinned, spec.NodeName)
 		if c.Image != "tunnel-nodes-sync:test" ||
 			strings.Join(c.Args, " ") != "patch-manifests --manifests-dir /host/etc/kubernetes/manifests --backup-dir /host/etc/kubernetes/yurtdns-backup --kubeadm-patches-dir /host/etc/kubernetes/patches "+
-				"--kubeconfig /host/etc/kubernetes/admin.conf --node-name "+spec.NodeName+" --timeout 20s" {
+				"--kubeconfig /host/etc/kubernetes/admin.conf --node-name "+spec.NodeName+" --timeout 20s --kcm-nodelifecycle disable" {
 			t.Errorf("job %s container: %s %v", j.Name, c.Image, c.Args)
 		}
 		if len(spec.Volumes) != 1 || spec.Volumes[0].HostPath == nil || spec.Volumes[0].HostPath.Path != "/etc/kubernetes" ||

@@ -107,10 +107,16 @@ func (k *kubeadmCluster) run(t *testing.T, args ...string) (string, error) {
 }
 
 // start starts a tunnel-nodes-sync subcommand against the cluster's
-// manifests, reaching the apiserver through kubeconfig, and does not wait.
+// manifests (install is given them; revert and status read them from the
+// install state), reaching the apiserver through kubeconfig, and does not
+// wait.
 func (k *kubeadmCluster) start(t *testing.T, kubeconfig string, args ...string) *harness.Process {
 	t.Helper()
-	all := append([]string{args[0], "--kubeconfig", kubeconfig, "--manifests-dir", k.manifests, "--backup-dir", k.backups, "--timeout", "20s"}, args[1:]...)
+	all := []string{args[0], "--kubeconfig", kubeconfig, "--timeout", "20s"}
+	if args[0] == "install" {
+		all = append(all, "--manifests-dir", k.manifests, "--backup-dir", k.backups)
+	}
+	all = append(all, args[1:]...)
 	return harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), all...)
 }
 

@@ -843,7 +843,10 @@ func TestLeastPrivilegeInstallDryRunAndStatus(t *testing.T) {
 	}
 	for _, kc := range []struct{ what, path string }{{"ServiceAccount token", installerToken}, {"client certificate", cp.Kubeconfig}} {
 		for _, cmd := range [][]string{{"install", "--dry-run"}, {"status"}} {
-			args := append(slices.Clone(cmd), "-v=10", "--kubeconfig", kc.path, "--manifests-dir", manifests, "--backup-dir", backups)
+			args := append(slices.Clone(cmd), "-v=10", "--kubeconfig", kc.path)
+			if cmd[0] == "install" { // status reads them from the install state
+				args = append(args, "--manifests-dir", manifests, "--backup-dir", backups)
+			}
 			p := harness.StartProcess(t, harness.Binary(t, "tunnel-nodes-sync"), args...)
 			err := p.Wait(t, time.Minute)
 			out := p.Output()

@@ -97,7 +97,7 @@ func TestControlPlaneStepFollowsOpenYurtVersion(t *testing.T) {
 			}
 		})
 	}
-	if out, err := k.run(t, "install", skip, "--kcm-nodelifecycle=sometimes"); err == nil || !strings.Contains(out, `--kcm-nodelifecycle "sometimes": must be auto, disable or keep`) {
+	if out, err := k.run(t, "install", skip, "--kcm-nodelifecycle=sometimes"); err == nil || !strings.Contains(out, `--kcm-nodelifecycle "sometimes": must be one of auto, disable, keep`) {
 		t.Errorf("a bad --kcm-nodelifecycle: %v\n%s", err, out)
 	}
 }

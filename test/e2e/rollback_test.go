@@ -97,7 +97,8 @@ func TestControlPlaneLiveAndRollback(t *testing.T) {
 	if err != nil || !strings.Contains(out, "kube-apiserver.yaml: the kubelet restarted kube-apiserver on master-1: new config hash, Ready") {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
-	out, err = k.run(t, "revert", "--node-name", "master-1", "--timeout", "10s")
+	// The node is the one install recorded (--node-name master-1).
+	out, err = k.run(t, "revert", "--timeout", "10s")
 	if err != nil {
 		t.Fatalf("revert: %v\n%s", err, out)
 	}

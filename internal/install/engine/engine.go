@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	utilversion "k8s.io/apimachinery/pkg/util/version"
@@ -88,6 +90,10 @@ type Result struct {
 	// Skipped: the step does not apply to this cluster (Summary says why);
 	// it is not recorded applied.
 	Skipped bool
+	// ApplyWith, on a skipped step, says what applies it (the flag to
+	// pass): the state records it, so that status says the step was skipped
+	// and how to apply it rather than that it is missing.
+	ApplyWith string
 	// Summary is the progress line: what changed, or why nothing did.
 	Summary string
 	// Diffs are unified diffs of every object field or file the step changes.
@@ -101,6 +107,9 @@ const (
 	Applied    StepStatus = "applied"
 	NotApplied StepStatus = "not applied"
 	Drifted    StepStatus = "drifted"
+	// Skipped: the last install skipped the step (--skip, or a flag it
+	// needs was not given) and the cluster does not run it.
+	Skipped StepStatus = "skipped"
 )
 
 // Step is one named, idempotent, reversible part of the surgery.
@@ -125,3 +134,15 @@ const (
 	NodeLifecycleDisable = "disable"
 	NodeLifecycleKeep    = "keep"
 )
+
+// NodeLifecycleValues are --kcm-nodelifecycle's values, the default first.
+var NodeLifecycleValues = []string{NodeLifecycleAuto, NodeLifecycleDisable, NodeLifecycleKeep}
+
+// ValidNodeLifecycle refuses a --kcm-nodelifecycle that is none of
+// NodeLifecycleValues ("" is auto).
+func ValidNodeLifecycle(v string) error {
+	if v == "" || slices.Contains(NodeLifecycleValues, v) {
+		return nil
+	}
+	return fmt.Errorf("--kcm-nodelifecycle %q: must be one of %s", v, strings.Join(NodeLifecycleValues, ", "))
+}

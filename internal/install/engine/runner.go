@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/yurtdns/yurtdns/internal/version"
 
@@ -49,23 +50,35 @@ func (r Runner) Install(ctx context.Context, env *Env, out io.Writer) error {
 		}
 	}
 	for _, step := range r.Steps {
-		if slices.Contains(env.Options.Skip, step.Name) {
-			fmt.Fprintf(out, "[%s] skipped\n", step.Name)
-			continue
-		}
 		ss := st.step(step.Name)
 		install := step.Install
-		if step.Enabled != nil && !step.Enabled(env.Options) {
+		byFlag := slices.Contains(env.Options.Skip, step.Name)
+		switch {
+		case byFlag:
+			install = skippedByFlag(step.Name)
+		case step.Enabled != nil && !step.Enabled(env.Options):
 			install = notRequested(step.OptIn)
 		}
 		res, err := runStep(ctx, env, out, step.Name, install, ss, "step")
 		if err != nil {
 			return err
 		}
-		if env.Options.DryRun || res.Skipped {
+		if env.Options.DryRun {
 			continue
 		}
-		ss.Applied = true
+		switch {
+		case !res.Skipped:
+			ss.Applied, ss.Skipped = true, ""
+		case ss.Applied && (byFlag || len(ss.Records) > 0 || res.ApplyWith == ""):
+			continue // applied earlier: revert undoes it, status checks it
+		case !ss.Applied && ss.Skipped == res.ApplyWith:
+			continue // as recorded
+		default:
+			// What applies it now ("" for a step not for this cluster). One
+			// recorded applied with nothing it changed is an older install's
+			// skip taken for applied (the bare control-plane step).
+			ss.Applied, ss.Skipped = false, res.ApplyWith
+		}
 		if err := st.persist(ctx); err != nil {
 			return err
 		}
@@ -88,11 +101,24 @@ func notRequested(flag string) func(context.Context, *Env, *StepState) (Result, 
 	}
 }
 
-// runStep runs one step's install or revert and prints its line; what
-// names the run in an error ("step", "reverting step").
+// skippedByFlag is the install of a step --skip names.
+func skippedByFlag(name string) func(context.Context, *Env, *StepState) (Result, error) {
+	return func(context.Context, *Env, *StepState) (Result, error) {
+		return Result{Skipped: true, Summary: "skipped (--skip)", ApplyWith: "install without --skip " + name}, nil
+	}
+}
+
+// runStep runs one step's install or revert and prints its line, and a line
+// every progressInterval while it runs; what names the run in an error
+// ("step", "reverting step").
 func runStep(ctx context.Context, env *Env, out io.Writer, name string, run func(context.Context, *Env, *StepState) (Result, error),
 	ss *StepState, what string) (Result, error) {
+	// Indented, not "[name] ": scripts take that line for the step's end.
+	stop := Heartbeat(progressInterval, func(elapsed time.Duration) {
+		fmt.Fprintf(out, "  %s: still running (%s)\n", name, elapsed)
+	})
 	res, err := run(ctx, env, ss)
+	stop()
 	if err != nil {
 		return Result{}, fmt.Errorf("%s %s: %w", what, name, err)
 	}
@@ -164,6 +190,11 @@ func (r Runner) Status(ctx context.Context, env *Env) ([]StatusReport, error) {
 		s, detail, err := step.Status(ctx, env, ss)
 		if err != nil {
 			return nil, fmt.Errorf("status of step %s: %w", step.Name, err)
+		}
+		// Skipped and not there: say so, and how to apply it, rather
+		// than what is missing. Applied by other means, it is applied.
+		if !ss.Applied && ss.Skipped != "" && s != Applied {
+			s, detail = Skipped, "the last install skipped it; to apply it: "+ss.Skipped
 		}
 		reports = append(reports, StatusReport{Step: step.Name, Status: s, Detail: detail, Recorded: ss.Applied})
 	}

@@ -65,6 +65,9 @@ type ManifestsRecord struct {
 	BackupDir string `json:"backupDir"`
 	// KubeadmPatchesDir holds install's kubeadm patch.
 	KubeadmPatchesDir string `json:"kubeadmPatchesDir,omitempty"`
+	// Node runs the manifests (--node-name): revert waits for its mirror
+	// pods. Absent from an older install's state: revert takes this host's name.
+	Node string `json:"node,omitempty"`
 }
 
 // JobsRecord is what the control-plane step's patch Jobs ran on.
@@ -84,7 +87,10 @@ const (
 
 // StepState is what one step recorded.
 type StepState struct {
-	Applied bool              `json:"applied"`
+	Applied bool `json:"applied"`
+	// Skipped, when the step is not applied, is what applies it (the
+	// Result's ApplyWith): the last install skipped it.
+	Skipped string            `json:"skipped,omitempty"`
 	Records map[string]Record `json:"records,omitempty"`
 	// persist saves the whole state; steps call it before each write.
 	Persist func(context.Context) error `json:"-"`
@@ -145,11 +151,12 @@ func loadState(ctx context.Context, env *Env) (*state, error) {
 // install restarted is waited out for up to --timeout, as the saves are.
 func readState(ctx context.Context, env *Env) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
+	// The error names what it was reading.
 	err := kubewait.RetryWhileAway(ctx, env.Options.Timeout, "reading install state", func(ctx context.Context) error {
 		return client.IgnoreNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: tunnelnodes.Namespace, Name: StateConfigMap}, cm))
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading install state: %w", err)
+		return nil, err
 	}
 	if cm.Name == "" {
 		return nil, nil
@@ -183,8 +190,8 @@ func (s *state) save(ctx context.Context, env *Env) error {
 	c := env.Client
 	data := map[string]string{}
 	for name, st := range s.steps {
-		if !st.Applied && len(st.Records) == 0 {
-			continue // a step that did nothing (skipped, not requested) holds nothing to undo
+		if !st.Applied && len(st.Records) == 0 && st.Skipped == "" {
+			continue // a step that did nothing (not requested) holds nothing to undo or to report
 		}
 		b, err := json.Marshal(st)
 		if err != nil {
@@ -196,10 +203,7 @@ func (s *state) save(ctx context.Context, env *Env) error {
 		s.cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: tunnelnodes.Namespace, Name: StateConfigMap,
 			Labels:      map[string]string{ManagedByLabel: "yurtdns"},
 			Annotations: map[string]string{ProfileAnnotation: env.Options.Profile}}, Data: data}
-		if err := c.Create(ctx, s.cm); err != nil {
-			return fmt.Errorf("saving install state: %w", err)
-		}
-		return nil
+		return c.Create(ctx, s.cm)
 	}
 	s.cm.Data = data
 	// A state an install before the profile was recorded wrote gets it now.
@@ -207,10 +211,7 @@ func (s *state) save(ctx context.Context, env *Env) error {
 	if s.version != "" {
 		metav1.SetMetaDataAnnotation(&s.cm.ObjectMeta, VersionAnnotation, s.version)
 	}
-	if err := c.Update(ctx, s.cm); err != nil {
-		return fmt.Errorf("saving install state: %w", err)
-	}
-	return nil
+	return c.Update(ctx, s.cm)
 }
 
 // KubeletRecord is one node the step changed: the image its Jobs run (one

@@ -10,8 +10,13 @@ import (
 	"github.com/yurtdns/yurtdns/internal/staticpod"
 )
 
-// noManifestsDir explains a skipped control-plane step.
-const noManifestsDir = "skipped: neither --manifests-dir nor --control-plane-jobs given (or run `tunnel-nodes-sync patch-manifests` on each control-plane node)"
+// The control-plane step without --manifests-dir or --control-plane-jobs:
+// skipped, and recorded so, with what applies it.
+const (
+	noManifestsDir    = "skipped: neither --manifests-dir nor --control-plane-jobs given"
+	applyControlPlane = "install --control-plane-jobs (or --manifests-dir on a control-plane node, " +
+		"or tunnel-nodes-sync patch-manifests on each control-plane node)"
+)
 
 // controlPlaneStep edits the kube-controller-manager and kube-apiserver
 // static pod manifests, locally (--manifests-dir) or with a Job on each
@@ -23,7 +28,7 @@ func controlPlaneStep() engine.Step {
 		Name: "control-plane",
 		Install: func(ctx context.Context, env *engine.Env, ss *engine.StepState) (engine.Result, error) {
 			if !env.Options.ControlPlaneJobs && env.Options.ManifestsDir == "" {
-				return engine.Result{Summary: noManifestsDir}, nil
+				return engine.Result{Skipped: true, Summary: noManifestsDir + ": " + applyControlPlane + " applies it", ApplyWith: applyControlPlane}, nil
 			}
 			keep, why, err := keepNodeLifecycle(ctx, env)
 			if err != nil {
@@ -151,7 +156,8 @@ func installLocally(ctx context.Context, env *engine.Env, ss *engine.StepState, 
 	if env.Options.DryRun {
 		return res, nil
 	}
-	ss.Records[engine.ManifestsRecordKey] = engine.Record{Manifests: &engine.ManifestsRecord{Dir: dir, BackupDir: env.Options.BackupDir, KubeadmPatchesDir: patches}}
+	ss.Records[engine.ManifestsRecordKey] = engine.Record{Manifests: &engine.ManifestsRecord{Dir: dir, BackupDir: env.Options.BackupDir, KubeadmPatchesDir: patches,
+		Node: env.Options.NodeName}}
 	if err := ss.Persist(ctx); err != nil {
 		return engine.Result{}, err
 	}
@@ -181,6 +187,9 @@ func revertManifests(ctx context.Context, env *engine.Env, ss *engine.StepState)
 	}
 	o := manifestOptions(env)
 	o.KubeadmPatchesDir = m.KubeadmPatchesDir
+	if m.Node != "" {
+		o.Kubelet.Node = m.Node
+	}
 	restored, kept, err := staticpod.RestoreManifests(ctx, m.Dir, m.BackupDir, o)
 	if err != nil {
 		return engine.Result{}, err

@@ -37,11 +37,14 @@ func manifestJob(node, action, image, patchesDir string, keepNodeLifecycle bool,
 	args := []string{"patch-manifests", "--manifests-dir", jobMount + "/manifests", "--backup-dir", jobMount + "/yurtdns-backup",
 		"--kubeadm-patches-dir", jobMount + strings.TrimPrefix(patchesDir, hostKubernetesDir),
 		"--kubeconfig", jobMount + "/admin.conf", "--node-name", node, "--timeout", o.Timeout.String()}
+	// install decided: the Job is told, never left to its default (auto).
 	switch {
 	case action == "restore":
 		args = append(args, "--revert")
 	case keepNodeLifecycle:
 		args = append(args, "--kcm-nodelifecycle", engine.NodeLifecycleKeep)
+	default:
+		args = append(args, "--kcm-nodelifecycle", engine.NodeLifecycleDisable)
 	}
 	for _, c := range slices.Sorted(maps.Keys(o.TestOnlyExtraFlags)) {
 		if action == "patch" {

@@ -29,7 +29,7 @@ import (
 // family the name has no address of must answer NODATA, never NXDOMAIN. It
 // returns the number of nodes whose answer is wrong.
 func VerifyDNS(ctx context.Context, c client.Reader, l layout.Layout, server string, edge labels.Selector, out io.Writer) (mismatches int, err error) {
-	if server, err = dnsServer(server); err != nil {
+	if server, err = ParseDNSServer(server); err != nil {
 		return 0, err
 	}
 	dc := &dns.Client{Timeout: 2 * time.Second}
@@ -73,10 +73,10 @@ func VerifyDNSWithResolver(ctx context.Context, c client.Reader, l layout.Layout
 	})
 }
 
-// dnsServer is the --verify-dns flag as the DNS client dials it: IP:PORT,
+// ParseDNSServer is the --verify-dns flag as the DNS client dials it: IP:PORT,
 // an IPv6 address in brackets (as net.SplitHostPort splits it), never a
 // host name.
-func dnsServer(flag string) (string, error) {
+func ParseDNSServer(flag string) (string, error) {
 	ap, err := netip.ParseAddrPort(flag)
 	if err != nil {
 		return "", fmt.Errorf("--verify-dns %q: want IP:PORT, e.g. 10.96.0.10:53 or [fd00:10:96::a]:53", flag)

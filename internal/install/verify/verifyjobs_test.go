@@ -154,7 +154,7 @@ func TestDNSServer(t *testing.T) {
 		"10.96.0.10":         "",
 		"kube-dns:53":        "",
 	} {
-		got, err := dnsServer(flag)
+		got, err := ParseDNSServer(flag)
 		if got != want || (err == nil) != (want != "") {
 			t.Errorf("%q: %q %v, want %q", flag, got, err, want)
 		}
