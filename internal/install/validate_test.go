@@ -22,7 +22,7 @@ func TestValidateFlags(t *testing.T) {
 		{"skip of raven, no profile", engine.Options{Skip: []string{"raven-sync"}}, ""},
 		{"skip of raven, profile raven", engine.Options{Profile: "raven", Skip: []string{"raven-sync"}}, ""},
 		{"skip of yurt-tunnel, profile raven", engine.Options{Profile: "raven", Skip: []string{"rbac"}},
-			`--skip "rbac": no such step of --profile raven (its steps: records,raven-rbac,raven-corefile,raven-proxy-dns,gateway-dns,raven-sync,node-local-dns)`},
+			`--skip "rbac": no such step of --profile raven (its steps: records,raven-rbac,raven-corefile,raven-proxy-dns,gateway-dns,raven-sync,monitoring,node-local-dns)`},
 		{"unknown step", engine.Options{Skip: []string{"bogus"}}, `--skip "bogus": no such step of --profile yurt-tunnel (its steps: records,`},
 		{"steps of two profiles", engine.Options{Skip: []string{"rbac", "raven-rbac"}}, `no such step of --profile raven`},
 		{"profile", engine.Options{Profile: "foo"}, `--profile "foo": must be one of yurt-tunnel, raven`},
