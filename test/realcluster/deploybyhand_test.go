@@ -38,13 +38,17 @@ func TestDeployByHand(t *testing.T) {
 		t.Fatal(err)
 	}
 	tag := ":" + strings.TrimSpace(string(version))
+	coreDNS, sync := "docker.io/yurtdns/coredns-yurt"+tag, "docker.io/yurtdns/tunnel-nodes-sync"+tag
 	packages := []struct {
-		dir, workload, selector, image string
+		dir, workload, selector string
+		// images are each container's, by name (the caches' setup is the
+		// sync's node-local-dns command).
+		images map[string]string
 	}{
 		{dir: "records"},
-		{"tunnel-nodes-sync", "deployment/tunnel-nodes-sync", "app.kubernetes.io/name=tunnel-nodes-sync", "docker.io/yurtdns/tunnel-nodes-sync" + tag},
-		{"coredns-yurt", "daemonset/coredns", "k8s-app=kube-dns", "docker.io/yurtdns/coredns-yurt" + tag},
-		{"node-local-dns", "daemonset/node-local-dns", "k8s-app=node-local-dns", "docker.io/yurtdns/coredns-yurt" + tag},
+		{"tunnel-nodes-sync", "deployment/tunnel-nodes-sync", "app.kubernetes.io/name=tunnel-nodes-sync", map[string]string{"tunnel-nodes-sync": sync}},
+		{"coredns-yurt", "daemonset/coredns", "k8s-app=kube-dns", map[string]string{"coredns": coreDNS}},
+		{"node-local-dns", "daemonset/node-local-dns", "k8s-app=node-local-dns", map[string]string{"setup": sync, "coredns": coreDNS}},
 	}
 	applied := 0
 	defer func() {
@@ -82,8 +86,8 @@ func TestDeployByHand(t *testing.T) {
 				continue // kubeadm's CoreDNS Deployment shares the label
 			}
 			for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
-				if c.Image != p.image || c.ImagePullPolicy != "IfNotPresent" {
-					t.Errorf("deploy/%s: pod %s container %s runs %s (%s), want %s (IfNotPresent)", p.dir, pod.Name, c.Name, c.Image, c.ImagePullPolicy, p.image)
+				if want := p.images[c.Name]; c.Image != want || c.ImagePullPolicy != "IfNotPresent" {
+					t.Errorf("deploy/%s: pod %s container %s runs %s (%s), want %q (IfNotPresent)", p.dir, pod.Name, c.Name, c.Image, c.ImagePullPolicy, want)
 				}
 			}
 			if pod.Status.Phase == "Running" {
@@ -93,7 +97,7 @@ func TestDeployByHand(t *testing.T) {
 		if running == 0 {
 			t.Errorf("deploy/%s: no pod of %s running", p.dir, p.workload)
 		}
-		t.Logf("kubectl apply -k deploy/%s: %s rolled out in %s, %d pods running %s", p.dir, p.workload, time.Since(started).Round(100*time.Millisecond), running, p.image)
+		t.Logf("kubectl apply -k deploy/%s: %s rolled out in %s, %d pods running %v", p.dir, p.workload, time.Since(started).Round(100*time.Millisecond), running, p.images)
 	}
 	if out, _ := kc.Kubectl(ctx, "-n", "kube-system", "get", "events", "--field-selector", "reason=Pulling", "-o", "jsonpath={.items[*].message}"); strings.Contains(out, "yurtdns/") {
 		t.Errorf("a kubelet pulled a yurtdns image: %s", out)
