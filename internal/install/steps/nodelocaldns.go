@@ -349,6 +349,12 @@ func switchNode(ctx context.Context, env *engine.Env, ss *engine.StepState, node
 		if err == nil && slices.Equal(dns, nodelocal.Strings(addrs)) {
 			return false, nil
 		}
+		// A node the apiserver will not proxy to by name, switched by an
+		// install that finished: its Job saw the restarted kubelet healthy.
+		var refused *kube.NodeNameNotProxyableError
+		if errors.As(err, &refused) && ss.Applied && switchedTo(rec, addrs) {
+			return false, nil
+		}
 	}
 	if env.Options.DryRun {
 		return true, nil

@@ -353,6 +353,31 @@ func TestNodeLocalStatusNotProxyable(t *testing.T) {
 	}
 }
 
+// switchNode on a node the apiserver will not proxy to: switched by an
+// install that finished, it is left alone (no Job, no kubelet restart);
+// after an interrupted one, it is switched again (here: a dry run says so).
+func TestSwitchNodeNotProxyable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, "address not allowed")
+	}))
+	defer srv.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := nodelocal.Addresses(dualStack)
+	for _, applied := range []bool{true, false} {
+		env := &engine.Env{Client: fake.NewClientBuilder().Build(), Clientset: cs, Options: engine.Options{DryRun: !applied}}
+		ss := &engine.StepState{Applied: applied, Records: map[string]engine.Record{kubeletRecordKey("master-1"): {Kubelet: &engine.KubeletRecord{
+			Node: "master-1", Addresses: nodelocal.Strings(addrs), Since: &metav1.Time{Time: time.Now()}}}}}
+		changed, err := switchNode(context.Background(), env, ss, "master-1", addrs)
+		if err != nil || changed == applied {
+			t.Errorf("install applied %v: switchNode changed %v, %v; want changed %v", applied, changed, err, !applied)
+		}
+	}
+}
+
 // Switched again to both families, a kubelet an earlier version switched
 // to the IPv4 address keeps its Since (pods made since resolve at
 // 169.254.20.10 and revert must not strand them); one never switched, or
