@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // directive is one plugin line, with its block if it has one.
@@ -29,67 +31,96 @@ type serverBlock struct {
 type token struct {
 	text       string
 	start, end int
-	line       int
-	// lineStart is the offset where the token's line begins.
+	// line is the line the token starts on, endLine the one it ends on (a
+	// quoted token may span lines).
+	line, endLine int
+	// lineStart is the offset where the token's first line begins.
 	lineStart int
 }
 
-// tokenize splits a Corefile into tokens: whitespace separated, '#' comments
-// dropped, double quotes grouping, "{" and "}" as their own tokens when they
-// stand alone or end/start a word that is not an environment placeholder.
+// tokenize splits a Corefile into tokens as CoreDNS's Caddyfile lexer does:
+// Unicode whitespace separates; '#' at a token's start comments out the rest
+// of the line, inside a word the rest of the word; a double quote at a
+// token's start groups up to the next unescaped one, and only \" is an
+// escape. Lines are counted the same way, since which line a token is on
+// decides where a directive ends. It is stricter in one way: an unclosed
+// quote is an error rather than a token running to the end of the file.
 func tokenize(src string) ([]token, error) {
 	var toks []token
 	line, lineStart := 1, 0
 	i := 0
 	for i < len(src) {
-		c := src[i]
+		r, size := utf8.DecodeRuneInString(src[i:])
 		switch {
-		case c == '\n':
+		case r == '\n':
 			line++
-			i++
+			i += size
 			lineStart = i
 			continue
-		case c == ' ' || c == '\t' || c == '\r':
-			i++
+		case unicode.IsSpace(r):
+			i += size
 			continue
-		case c == '#':
+		case r == '#':
 			for i < len(src) && src[i] != '\n' {
 				i++
 			}
 			continue
 		}
-		start := i
+		tok := token{start: i, line: line, lineStart: lineStart}
 		var b strings.Builder
-		if c == '"' {
+		if r == '"' {
 			i++
 			closed := false
 			for i < len(src) {
-				if src[i] == '\\' && i+1 < len(src) {
-					b.WriteByte(src[i+1])
-					i += 2
-					continue
-				}
-				if src[i] == '"' {
+				c := src[i]
+				if c == '"' {
 					i++
 					closed = true
 					break
 				}
-				if src[i] == '\n' {
-					line++
+				if c == '\\' && i+1 < len(src) && src[i+1] == '"' {
+					b.WriteByte('"')
+					i += 2
+					continue
 				}
-				b.WriteByte(src[i])
+				if c == '\\' && i+1 < len(src) {
+					// Any other escape keeps its backslash.
+					b.WriteByte(c)
+					i++
+					c = src[i]
+				}
+				if c == '\n' {
+					line++
+					lineStart = i + 1
+				}
+				b.WriteByte(c)
 				i++
 			}
 			if !closed {
-				return nil, fmt.Errorf("line %d: unterminated quote", line)
+				return nil, fmt.Errorf("line %d: unterminated quote", tok.line)
 			}
+			tok.end = i
 		} else {
-			for i < len(src) && !strings.ContainsRune(" \t\r\n", rune(src[i])) {
-				b.WriteByte(src[i])
-				i++
+			for i < len(src) {
+				r, size := utf8.DecodeRuneInString(src[i:])
+				if unicode.IsSpace(r) || r == '#' {
+					break
+				}
+				b.WriteString(src[i : i+size])
+				i += size
+			}
+			tok.end = i
+			// A '#' inside a word comments out the rest of the word only.
+			for i < len(src) {
+				r, size := utf8.DecodeRuneInString(src[i:])
+				if unicode.IsSpace(r) {
+					break
+				}
+				i += size
 			}
 		}
-		toks = append(toks, token{text: b.String(), start: start, end: i, line: line, lineStart: lineStart})
+		tok.text, tok.endLine = b.String(), line
+		toks = append(toks, tok)
 	}
 	return toks, nil
 }
@@ -123,7 +154,7 @@ func parseCorefile(src string) ([]*serverBlock, error) {
 		if len(sb.keys) == 0 {
 			return nil, fmt.Errorf("line %d: '{' without server block keys", open.line)
 		}
-		sb.directives, err = p.block(open)
+		sb.directives, err = p.block(open, true)
 		if err != nil {
 			return nil, err
 		}
@@ -147,8 +178,11 @@ func (p *corefileParser) next() token {
 	return t
 }
 
-// block parses directives up to the '}' matching open.
-func (p *corefileParser) block(open token) ([]*directive, error) {
+// block parses directives up to the '}' matching open. top is whether it is
+// a server block, where, as in CoreDNS, a directive's last token and the '}'
+// after it (or the next token after its block's '}') must be on different
+// lines.
+func (p *corefileParser) block(open token, top bool) ([]*directive, error) {
 	var ds []*directive
 	for {
 		if !p.more() {
@@ -162,22 +196,23 @@ func (p *corefileParser) block(open token) ([]*directive, error) {
 			return nil, fmt.Errorf("line %d: '{' without a directive", t.line)
 		}
 		d := &directive{name: t.text, start: t.start, end: t.end, lineStart: t.lineStart}
+		last := t
 		// Arguments: the rest of the line, up to a '{' or '}'.
-		for p.more() && p.peek().line == t.line && p.peek().text != "{" && p.peek().text != "}" {
-			a := p.next()
-			d.args = append(d.args, a.text)
-			d.end = a.end
+		for p.more() && p.peek().line == last.endLine && p.peek().text != "{" && p.peek().text != "}" {
+			last = p.next()
+			d.args = append(d.args, last.text)
+			d.end = last.end
 		}
-		// An argument can run onto further lines inside quotes; a block
-		// opens with '{' as the last thing on the directive's line(s).
 		if p.more() && p.peek().text == "{" {
-			brace := p.next()
-			children, err := p.block(brace)
+			children, err := p.block(p.next(), false)
 			if err != nil {
 				return nil, err
 			}
-			d.children, d.block = children, true
-			d.end = p.toks[p.pos-1].end
+			last = p.toks[p.pos-1]
+			d.children, d.block, d.end = children, true, last.end
+		}
+		if top && p.more() && p.peek().line == last.endLine {
+			return nil, fmt.Errorf("line %d: unexpected %q after directive %s", last.endLine, p.peek().text, d.name)
 		}
 		ds = append(ds, d)
 	}

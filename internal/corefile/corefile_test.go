@@ -104,6 +104,9 @@ func TestEnsureYurthostsRefusesUnknownLayouts(t *testing.T) {
 		"brace without keys":     "{\n}\n",
 		"keys without a block":   ".:53\n",
 		"brace without a plugin": ".:53 {\n {\n }\n}\n",
+		// CoreDNS refuses a '}' on the line a directive ends on.
+		"brace after a directive": ". { hosts /etc/edge/tunnel-nodes }\n",
+		"brace after a block":     ".:53 {\n kubernetes cluster.local {\n } }\n",
 	} {
 		if _, _, err := EnsureYurthosts(in, testShardsOption); err == nil {
 			t.Errorf("%s: want an error", name)
