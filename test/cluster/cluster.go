@@ -68,7 +68,7 @@ type Cluster struct {
 	log          io.Writer
 	pause        string   // kubeadm's pause image, on every node
 	images       []string // the archives every node imported
-	spare        *Node
+	spare, cloud *Node
 }
 
 // The nodes: master-1, a cloud node and the control plane; worker-1, an edge node.
@@ -150,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if _, err := os.Stat(c.Kubeadm(c.startVersion)); err != nil {
 		return nil, fmt.Errorf("kubeadm %s: %w (make test-tools builds %s and %s)", c.startVersion, err, KubernetesVersion, PreviousKubernetesVersion)
 	}
-	c.Nodes, c.spare = newNodes(c), spareNode(c)
+	c.Nodes, c.spare, c.cloud = newNodes(c), spareNode(c), cloudWorker(c)
 	started := time.Now()
 	if err := c.teardown(); err != nil {
 		return nil, fmt.Errorf("tearing down the cluster a killed run left: %w", err)

@@ -6,26 +6,42 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // spareNode is a third machine a benchmark may bring up (AddSpareNode), an
-// edge node like worker-1. It is defined up front so that teardown removes
-// it whether or not a run brought it up.
+// edge node like worker-1; cloudWorker is a cloud node that is neither the
+// control plane nor yurt-tunnel-server's (AddCloudWorker), where a cloud
+// component such as Prometheus reaches the edge through the tunnel Service
+// as any cloud node would. Both are defined up front so that teardown
+// removes them whether or not a run brought them up.
 func spareNode(c *Cluster) *Node {
-	n := &Node{Name: "edge-spare", IP: "198.51.100.12", IP6: "2001:db8:100::12", PodCIDR: "10.244.2.0/24", PodCIDR6: "2001:db8:244:2::/64", short: "s1", Edge: true}
+	return extraMachine(c, &Node{Name: "edge-spare", IP: "198.51.100.12", IP6: "2001:db8:100::12", PodCIDR: "10.244.2.0/24", PodCIDR6: "2001:db8:244:2::/64", short: "s1", Edge: true})
+}
+
+func cloudWorker(c *Cluster) *Node {
+	return extraMachine(c, &Node{Name: CloudWorkerName, IP: "198.51.100.13", IP6: "2001:db8:100::13", PodCIDR: "10.244.3.0/24", PodCIDR6: "2001:db8:244:3::/64", short: "c1"})
+}
+
+// CloudWorkerName is the cloud worker's node name.
+const CloudWorkerName = "cloud-1"
+
+func extraMachine(c *Cluster, n *Node) *Node {
 	n.c, n.netns, n.dir = c, "yurtdns-"+n.Name, filepath.Join(c.dir, "nodes", n.Name)
 	n.kubelet.start, n.yurthub.start = n.startKubeletOnce, n.startYurthubOnce
 	return n
 }
 
-// machines are the nodes and the spare, up or not: what teardown removes.
+// machines are the nodes and the extra machines, up or not: what teardown
+// removes.
 func (c *Cluster) machines() []*Node {
-	for _, n := range c.Nodes {
-		if n.Name == c.spare.Name {
-			return c.Nodes
+	all := c.Nodes[:len(c.Nodes):len(c.Nodes)]
+	for _, extra := range []*Node{c.spare, c.cloud} {
+		if c.Node(extra.Name) == nil {
+			all = append(all, extra)
 		}
 	}
-	return append(c.Nodes[:len(c.Nodes):len(c.Nodes)], c.spare)
+	return all
 }
 
 // AddSpareNode brings up the spare machine — its network namespace, mount
@@ -33,7 +49,45 @@ func (c *Cluster) machines() []*Node {
 // kubelet waiting for a configuration — without joining it: JoinAs does,
 // under any node name.
 func (c *Cluster) AddSpareNode(ctx context.Context) (*Node, error) {
-	n := c.spare
+	return c.addMachine(c.spare)
+}
+
+// AddCloudWorker brings up the cloud worker and joins it as a plain kubeadm
+// worker (openyurt.io/is-edge-worker=false, no yurthub), with extra image
+// archives imported besides the cluster's, and waits until it is Ready and
+// kube-proxy and DNS answer there. It stays in the cluster until teardown.
+func (c *Cluster) AddCloudWorker(ctx context.Context, images ...string) (*Node, error) {
+	n := c.cloud
+	if c.Node(n.Name) != nil {
+		return n, n.ImportImages(images...)
+	}
+	if _, err := c.addMachine(n); err != nil {
+		return nil, err
+	}
+	if err := n.ImportImages(images...); err != nil {
+		return nil, err
+	}
+	config, err := c.kubeadmConfig(n)
+	if err != nil {
+		return nil, err
+	}
+	if out, err := n.Run(ctx, c.Kubeadm(n.Version()), "join", "--config", config, "-v=1"); err != nil {
+		return nil, fmt.Errorf("kubeadm join %s: %w: %s", n.Name, err, strings.TrimSpace(out))
+	}
+	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "node/"+n.Name, "--timeout=180s"); err != nil {
+		return nil, err
+	}
+	if err := n.WaitDNS(ctx, "kubernetes.default.svc.cluster.local", 2*time.Minute); err != nil {
+		return nil, err
+	}
+	c.logf("kubeadm join %s done: a cloud worker", n.Name)
+	return n, nil
+}
+
+// addMachine brings n's machine up and adds it to the nodes: the routes of
+// every node to its pods, containerd with the cluster's images, its kubelet
+// waiting for a configuration.
+func (c *Cluster) addMachine(n *Node) (*Node, error) {
 	if c.Node(n.Name) != nil {
 		return n, nil
 	}
@@ -64,7 +118,7 @@ func (c *Cluster) AddSpareNode(ctx context.Context) (*Node, error) {
 	}
 	c.Nodes = append(c.Nodes, n)
 	n.StartKubelet()
-	c.logf("spare node %s up, not joined", n.Name)
+	c.logf("machine %s up, not joined", n.Name)
 	return n, nil
 }
 

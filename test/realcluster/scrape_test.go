@@ -1,0 +1,404 @@
+package realcluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
+	"github.com/yurtdns/yurtdns/test/cluster"
+	"github.com/yurtdns/yurtdns/test/harness"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// TestPrometheusScrapesTheEdge is the mission's second user: a real
+// Prometheus, run by prometheus-operator from kube-prometheus's manifests on
+// a cloud node that is not yurt-tunnel-server's (cloud-1, joined here),
+// scraping worker-1's kubelet and node_exporter. Before install it has only
+// worker-1's IP, which the cloud cannot reach; after install it scrapes by
+// node name through the tunnel, and yurtdns's own PodMonitors and alerts
+// work in it. It runs last (this file sorts last): the cloud worker it
+// joins stays until the cluster's teardown.
+func TestPrometheusScrapesTheEdge(t *testing.T) {
+	ctx := context.Background()
+	worker := kc.Node("worker-1")
+	started := time.Now()
+	everyNode, cloudOnly, err := kc.MonitoringImages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cloud, err := kc.AddCloudWorker(ctx, append(everyNode, cloudOnly...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*cluster.Node{kc.Master(), worker} {
+		if err := n.ImportImages(everyNode...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%s joined, images imported, in %s", cloud.Name, time.Since(started).Round(100*time.Millisecond))
+	// An edge node behind a firewall: only the tunnel agent on the node
+	// reaches its kubelet, node_exporter and cache.
+	lift, err := worker.RefuseFromOutside(10250, 9100, 9253)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := lift(); err != nil {
+			t.Error(err)
+		}
+	}()
+	started = time.Now()
+	applyMonitoringStack(t)
+	t.Logf("prometheus-operator, node_exporter and Prometheus running in %s", time.Since(started).Round(100*time.Millisecond))
+
+	// As the article: node_exporter's 9100 (TLS) and the caches' 9253
+	// (plain HTTP) become tunnel ports, and the sync maps them.
+	setServerConfig(t, map[string]string{"https-proxy-ports": "9100", "http-proxy-ports": "9253"})
+	defer setServerConfig(t, map[string]string{"https-proxy-ports": "", "http-proxy-ports": ""})
+	waitServicePort(t, "dnat-9100", true)
+	waitServicePort(t, "dnat-9253", true)
+
+	// The kubelet's targets carry the node's name as the operator labels
+	// them, node_exporter's as kube-prometheus's relabeling does, whether
+	// scraped at the node's IP or at its name.
+	edgeTargets := func(by string) []wantTarget {
+		return []wantTarget{
+			{job: "kubelet", url: "https://" + by + ":10250/metrics", label: "node", value: worker.Name},
+			{job: "kubelet", url: "https://" + by + ":10250/metrics/cadvisor", label: "node", value: worker.Name},
+			{job: "node-exporter", url: "https://" + by + ":9100/metrics", label: "instance", value: worker.Name},
+		}
+	}
+	t.Run("before install: worker-1's targets are its IP, down", func(t *testing.T) {
+		waitTargets(t, edgeTargets(worker.IP), "down", time.Minute)
+	})
+
+	before := kubeadmState(t)
+	installed := time.Now()
+	if _, err := runSync(t, "install", "--node-local-dns"); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	t.Run("after install: worker-1's targets are its name, up through the tunnel", func(t *testing.T) {
+		took := waitTargets(t, edgeTargets(worker.Name), "up", time.Minute)
+		t.Logf("up %s after install ended, %s after it began (scrape interval 15 s, the kubelet's 30 s)", took, time.Since(installed).Round(time.Second))
+	})
+	t.Run("PromQL: node_exporter's and the kubelet's series of worker-1", func(t *testing.T) {
+		for _, q := range []string{`node_uname_info{instance="worker-1"}`, `kubelet_running_pods{node="worker-1"}`} {
+			harness.Eventually(t, time.Minute, func() error {
+				n, err := querySeries(q)
+				if err == nil && n == 0 {
+					err = fmt.Errorf("no series")
+				}
+				if err == nil {
+					t.Logf("%s: %d series", q, n)
+				}
+				return err
+			})
+		}
+	})
+	t.Run("yurtdns's PodMonitors and rules", func(t *testing.T) {
+		waitTargets(t, []wantTarget{
+			{job: "tunnel-nodes-sync"},
+			{job: "coredns-yurt"},
+			{job: "node-local-dns", url: "http://" + kc.Master().Name + ":9253/metrics"},
+			{job: "node-local-dns", url: "http://" + cloud.Name + ":9253/metrics"},
+			{job: "node-local-dns", url: "http://" + worker.Name + ":9253/metrics"},
+		}, "up", 2*time.Minute)
+		checkRuleGroups(t)
+	})
+	t.Run("alerts", checkEdgeAwareAlerts)
+
+	reverted := time.Now()
+	revertExactly(t, before)
+	t.Run("after revert: worker-1's targets are its IP again, down", func(t *testing.T) {
+		took := waitTargets(t, edgeTargets(worker.IP), "down", 2*time.Minute)
+		t.Logf("back %s after revert ended, %s after it began", took, time.Since(reverted).Round(time.Second))
+	})
+}
+
+// applyMonitoringStack creates prometheus-operator's CRDs and then
+// test/testdata/monitoring (the operator, node_exporter, kube-prometheus's
+// ServiceMonitors, the Prometheus on cloud-1), and waits until Prometheus
+// answers. It is deleted when the test ends.
+func applyMonitoringStack(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	root, _ := harness.RepoRoot()
+	crds := filepath.Join(root, "bin", "k8s", "prometheus-operator-crds")
+	stack := filepath.Join(root, "test", "testdata", "monitoring")
+	t.Cleanup(func() {
+		kc.Kubectl(ctx, "delete", "-k", stack, "--ignore-not-found", "--wait=true", "--timeout=2m")
+		kc.Kubectl(ctx, "delete", "-f", crds, "--ignore-not-found")
+	})
+	steps := [][]string{
+		{"apply", "--server-side", "-f", crds},
+		{"wait", "--for=condition=established", "--timeout=60s", "-f", crds},
+		{"apply", "-k", stack},
+		{"-n", "monitoring", "rollout", "status", "deployment/prometheus-operator", "--timeout=3m"},
+		{"-n", "monitoring", "rollout", "status", "daemonset/node-exporter", "--timeout=3m"},
+	}
+	for _, s := range steps {
+		if out, err := kc.Kubectl(ctx, s...); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(s, " "), err, out)
+		}
+	}
+	harness.Eventually(t, 3*time.Minute, func() error {
+		_, err := prometheusAPI("/-/ready")
+		return err
+	})
+}
+
+// setServerConfig merges data into yurt-tunnel-server's ConfigMap; an empty
+// value removes the key.
+func setServerConfig(t *testing.T, data map[string]string) {
+	t.Helper()
+	merge := map[string]any{}
+	for k, v := range data {
+		if v == "" {
+			merge[k] = nil
+		} else {
+			merge[k] = v
+		}
+	}
+	patch, _ := json.Marshal(map[string]any{"data": merge})
+	if _, err := cs.CoreV1().ConfigMaps("kube-system").Patch(context.Background(), tunnelnodes.ServerConfigName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// prometheusAPI GETs path of the Prometheus pod through the apiserver's pod
+// proxy, as `kubectl get --raw` does.
+func prometheusAPI(path string) ([]byte, error) {
+	out, err := kc.Kubectl(context.Background(), "get", "--raw", "/api/v1/namespaces/monitoring/pods/prometheus-k8s-0:9090/proxy"+path)
+	return []byte(out), err
+}
+
+// prometheusData GETs an API path and decodes its data.
+func prometheusData(path string, data any) error {
+	raw, err := prometheusAPI(path)
+	if err != nil {
+		return err
+	}
+	var resp struct {
+		Status string          `json:"status"`
+		Data   json.RawMessage `json:"data"`
+		Error  string          `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return fmt.Errorf("%s: %v: %.200s", path, err, raw)
+	}
+	if resp.Status != "success" {
+		return fmt.Errorf("%s: %s %s", path, resp.Status, resp.Error)
+	}
+	return json.Unmarshal(resp.Data, data)
+}
+
+type promTarget struct {
+	Labels     map[string]string `json:"labels"`
+	ScrapePool string            `json:"scrapePool"`
+	ScrapeURL  string            `json:"scrapeUrl"`
+	Health     string            `json:"health"`
+	LastError  string            `json:"lastError"`
+}
+
+// wantTarget is an active target of job; url, when set, is its scrape URL,
+// and label, when set, a label that must be value (the node it is of).
+type wantTarget struct {
+	job, url, label, value string
+}
+
+func (w wantTarget) matches(tg promTarget) bool {
+	return tg.Labels["job"] == w.job && (w.url == "" || tg.ScrapeURL == w.url) && (w.label == "" || tg.Labels[w.label] == w.value)
+}
+
+// waitTargets waits until every wanted target is active with health, and
+// returns how long it took.
+func waitTargets(t *testing.T, want []wantTarget, health string, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	harness.Eventually(t, within, func() error {
+		var data struct {
+			ActiveTargets []promTarget `json:"activeTargets"`
+		}
+		if err := prometheusData("/api/v1/targets?state=active", &data); err != nil {
+			return err
+		}
+		var missing []string
+		for _, w := range want {
+			i := slices.IndexFunc(data.ActiveTargets, w.matches)
+			switch {
+			case i < 0:
+				missing = append(missing, fmt.Sprintf("%s %s: no such target", w.job, w.url))
+			case data.ActiveTargets[i].Health != health:
+				tg := data.ActiveTargets[i]
+				missing = append(missing, fmt.Sprintf("%s %s: %s (%s)", w.job, tg.ScrapeURL, tg.Health, tg.LastError))
+			}
+		}
+		if len(missing) > 0 {
+			var urls []string
+			for _, tg := range data.ActiveTargets {
+				urls = append(urls, tg.Labels["job"]+" "+tg.ScrapeURL+" "+tg.Health)
+			}
+			return fmt.Errorf("want %s: %s\nactive targets:\n%s", health, strings.Join(missing, "; "), strings.Join(urls, "\n"))
+		}
+		return nil
+	})
+	return time.Since(start).Round(100 * time.Millisecond)
+}
+
+// querySeries runs an instant PromQL query and returns how many series it
+// gave.
+func querySeries(q string) (int, error) {
+	var data struct {
+		Result []json.RawMessage `json:"result"`
+	}
+	err := prometheusData("/api/v1/query?query="+url.QueryEscape(q), &data)
+	return len(data.Result), err
+}
+
+// checkRuleGroups: the operator loaded the PrometheusRule yurtdns that
+// install's monitoring step made, every group of it.
+func checkRuleGroups(t *testing.T) {
+	t.Helper()
+	out, err := kc.Kubectl(context.Background(), "-n", "kube-system", "get", "prometheusrule", "yurtdns", "-o", "jsonpath={.spec.groups[*].name}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Fields(out)
+	if len(want) == 0 {
+		t.Fatal("PrometheusRule yurtdns has no groups")
+	}
+	harness.Eventually(t, 2*time.Minute, func() error {
+		var data struct {
+			Groups []struct {
+				Name  string            `json:"name"`
+				Rules []json.RawMessage `json:"rules"`
+			} `json:"groups"`
+		}
+		if err := prometheusData("/api/v1/rules", &data); err != nil {
+			return err
+		}
+		var loaded []string
+		for _, g := range data.Groups {
+			loaded = append(loaded, g.Name)
+		}
+		for _, w := range want {
+			if !slices.Contains(loaded, w) {
+				return fmt.Errorf("rule group %s not loaded; loaded: %v", w, loaded)
+			}
+		}
+		t.Logf("the rules API lists the %d groups of PrometheusRule yurtdns: %v", len(want), want)
+		return nil
+	})
+}
+
+type promAlert struct {
+	Labels map[string]string `json:"labels"`
+	State  string            `json:"state"`
+}
+
+func activeAlerts() ([]promAlert, error) {
+	var data struct {
+		Alerts []promAlert `json:"alerts"`
+	}
+	err := prometheusData("/api/v1/alerts", &data)
+	return data.Alerts, err
+}
+
+// checkEdgeAwareAlerts runs three faults at once, each on its own node or
+// component, and reads the alerts API: the sync scaled to 0 gives
+// YurtDNSSyncNotLeading; master-1's cache stopped gives
+// YurtDNSNodeLocalCacheDown for master-1; worker-1 cut off from the cloud
+// for longer than that rule's `for` (2 minutes) gives no critical alert, and
+// YurtDNSNodeLocalCacheUnobserved pending (info) instead.
+func checkEdgeAwareAlerts(t *testing.T) {
+	ctx := context.Background()
+	master, worker, cloud := kc.Master(), kc.Node("worker-1"), kc.Node(cluster.CloudWorkerName)
+	if alerts, err := activeAlerts(); err != nil || len(alerts) > 0 {
+		t.Fatalf("before the faults, alerts %v (%v), want none", alerts, err)
+	}
+	scale := func(replicas string) {
+		if out, err := kc.Kubectl(ctx, "-n", "kube-system", "scale", "deployment/tunnel-nodes-sync", "--replicas="+replicas); err != nil {
+			t.Errorf("scale: %v %s", err, out)
+		}
+	}
+	scale("0")
+	defer scale("2")
+	cache := podOn(t, "k8s-app=node-local-dns", master.Name)
+	p, err := cs.CoreV1().Pods("kube-system").Get(ctx, cache, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := containerProcess(t, p)
+	// Stopped, the cache keeps its pod and its target; its health check
+	// fails and the kubelet restarts it in under a minute, as a crash loop.
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	cut := time.Now()
+	links := []func(){cutOff(t, master, worker), cutOff(t, cloud, worker)}
+	linkBack := func() {
+		for _, l := range links {
+			l()
+		}
+		links = nil
+	}
+	defer func() {
+		if links != nil {
+			linkBack()
+		}
+	}()
+
+	seen := map[string]time.Duration{} // alert/node/state: first seen after the cut
+	var critical []string
+	for time.Since(cut) < 2*time.Minute+45*time.Second {
+		alerts, err := activeAlerts()
+		if err != nil {
+			t.Logf("alerts API: %v", err)
+		}
+		for _, a := range alerts {
+			key := a.Labels["alertname"] + "/" + a.Labels["node"] + "/" + a.State
+			if _, ok := seen[key]; !ok {
+				seen[key] = time.Since(cut).Round(time.Second)
+			}
+			if a.Labels["severity"] == "critical" && a.Labels["node"] == worker.Name && a.State == "firing" {
+				critical = append(critical, key)
+			}
+		}
+		time.Sleep(5 * time.Second)
+	}
+	linkBack()
+	syscall.Kill(pid, syscall.SIGCONT)
+	scale("2")
+	t.Logf("alerts seen, first after the faults began: %v", seen)
+	if len(critical) > 0 {
+		t.Errorf("worker-1 cut off from the cloud paged: %v", critical)
+	}
+	for _, want := range []string{"YurtDNSSyncNotLeading/", "YurtDNSNodeLocalCacheDown/" + master.Name, "YurtDNSNodeLocalCacheUnobserved/" + worker.Name} {
+		if !slices.ContainsFunc(keys(seen), func(k string) bool { return strings.HasPrefix(k, want+"/") }) {
+			t.Errorf("no %s alert (pending or firing) while its fault lasted", want)
+		}
+	}
+	// The agent kept its dead connection through the cut.
+	waitNodeReady(t, worker.Name, true, 3*time.Minute)
+	restartTunnelAgent(t)
+	waitSyncAvailable(t)
+}
+
+func keys[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
