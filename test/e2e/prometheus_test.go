@@ -52,8 +52,8 @@ func TestInstallPrometheus(t *testing.T) {
 	if out := run("install", only); !strings.Contains(out, "[prometheus] skipped: ServiceMonitor monitoring/kubelet not found; ServiceMonitor monitoring/node-exporter not found") {
 		t.Errorf("install without the ServiceMonitors:\n%s", out)
 	}
-	cp.CreateFromFile(t, prometheusFixtures+"kubelet-servicemonitor.yaml")
-	cp.CreateFromFile(t, prometheusFixtures+"node-exporter-servicemonitor.yaml")
+	cp.CreateFromFile(t, monitoringStack+"/kubernetesControlPlane-serviceMonitorKubelet.yaml")
+	cp.CreateFromFile(t, monitoringStack+"/nodeExporter-serviceMonitor.yaml")
 	get := func(name string) *unstructured.Unstructured {
 		t.Helper()
 		sm, err := dyn.Resource(serviceMonitors).Namespace("monitoring").Get(ctx, name, metav1.GetOptions{})

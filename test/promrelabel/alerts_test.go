@@ -167,9 +167,9 @@ var registries = map[string]prometheus.Registerer{
 
 // otherJobs are the jobs the alerts read that yurtdns does not scrape:
 // only their "up" is used. The kubelet's is kube-prometheus's kubelet
-// ServiceMonitor (test/testdata/prometheus has its shape), whose targets
+// ServiceMonitor (test/testdata/monitoring/kubernetesControlPlane-serviceMonitorKubelet.yaml), whose targets
 // prometheus-operator labels with their node.
-var otherJobs = map[string]string{"kubelet": "../../test/testdata/prometheus/kubelet-servicemonitor.yaml"}
+var otherJobs = map[string]string{"kubelet": "../../test/testdata/monitoring/kubernetesControlPlane-serviceMonitorKubelet.yaml"}
 
 // registered reports whether reg has a metric named name: registering
 // another metric of that name fails (with any help or labels) only then.

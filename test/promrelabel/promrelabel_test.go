@@ -13,7 +13,7 @@ import (
 // prometheus step (the step's own edit, applied to the fixture).
 func relabelled(t *testing.T, file, nodeNameLabel string) []any {
 	t.Helper()
-	b, err := os.ReadFile("../testdata/prometheus/" + file)
+	b, err := os.ReadFile("../testdata/monitoring/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,11 +45,11 @@ func TestServiceMonitorTargetByNodeName(t *testing.T) {
 		discovered  map[string]string
 		want        string
 	}{
-		{"kubelet-servicemonitor.yaml", steps.KubeletNodeNameLabel, kubelet, "worker-1:10250"},
-		{"node-exporter-servicemonitor.yaml", steps.NodeExporterNodeNameLabel, exporter, "worker-1:9100"},
-		{"kubelet-servicemonitor.yaml", steps.KubeletNodeNameLabel,
+		{"kubernetesControlPlane-serviceMonitorKubelet.yaml", steps.KubeletNodeNameLabel, kubelet, "worker-1:10250"},
+		{"nodeExporter-serviceMonitor.yaml", steps.NodeExporterNodeNameLabel, exporter, "worker-1:9100"},
+		{"kubernetesControlPlane-serviceMonitorKubelet.yaml", steps.KubeletNodeNameLabel,
 			map[string]string{"__address__": "[fd00::21]:10250", steps.KubeletNodeNameLabel: "worker-1"}, "worker-1:10250"},
-		{"kubelet-servicemonitor.yaml", steps.KubeletNodeNameLabel,
+		{"kubernetesControlPlane-serviceMonitorKubelet.yaml", steps.KubeletNodeNameLabel,
 			map[string]string{"__address__": "192.168.0.21:10250", steps.KubeletNodeNameLabel: ""}, "192.168.0.21:10250"},
 	} {
 		for i, e := range relabelled(t, c.file, c.label) {

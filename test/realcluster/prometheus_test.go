@@ -11,18 +11,20 @@ import (
 )
 
 // applyPrometheusFixtures makes what kube-prometheus would have: the
-// ServiceMonitor CRD and the kubelet and node-exporter ServiceMonitors in
-// monitoring, for install's prometheus step.
+// ServiceMonitor CRD (a fixture) and kube-prometheus's kubelet and
+// node-exporter ServiceMonitors (test/testdata/monitoring's) in monitoring,
+// for install's prometheus step.
 func applyPrometheusFixtures(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	root, _ := harness.RepoRoot()
 	dir := filepath.Join(root, "test", "testdata", "prometheus")
+	stack := filepath.Join(root, "test", "testdata", "monitoring")
 	steps := [][]string{
 		{"apply", "-f", filepath.Join(dir, "servicemonitor-crd.yaml")},
 		{"wait", "--for=condition=established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com"},
 		{"create", "namespace", "monitoring"},
-		{"apply", "-f", filepath.Join(dir, "kubelet-servicemonitor.yaml"), "-f", filepath.Join(dir, "node-exporter-servicemonitor.yaml")},
+		{"apply", "-f", filepath.Join(stack, "kubernetesControlPlane-serviceMonitorKubelet.yaml"), "-f", filepath.Join(stack, "nodeExporter-serviceMonitor.yaml")},
 	}
 	for _, s := range steps {
 		if _, err := kc.Kubectl(ctx, s...); err != nil {

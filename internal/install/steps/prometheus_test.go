@@ -12,7 +12,7 @@ import (
 
 func loadServiceMonitor(t *testing.T, file string) *unstructured.Unstructured {
 	t.Helper()
-	b, err := os.ReadFile("../../../test/testdata/prometheus/" + file)
+	b, err := os.ReadFile("../../../test/testdata/monitoring/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func loadServiceMonitor(t *testing.T, file string) *unstructured.Unstructured {
 // The edit appends the rule to every endpoint once, and writing back the
 // value read first restores the object exactly.
 func TestServiceMonitorRelabelingsEdit(t *testing.T) {
-	for file, label := range map[string]string{"kubelet-servicemonitor.yaml": KubeletNodeNameLabel, "node-exporter-servicemonitor.yaml": NodeExporterNodeNameLabel} {
+	for file, label := range map[string]string{"kubernetesControlPlane-serviceMonitorKubelet.yaml": KubeletNodeNameLabel, "nodeExporter-serviceMonitor.yaml": NodeExporterNodeNameLabel} {
 		t.Run(file, func(t *testing.T) {
 			sm := loadServiceMonitor(t, file)
 			orig := sm.DeepCopy()

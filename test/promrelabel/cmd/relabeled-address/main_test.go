@@ -11,7 +11,7 @@ import (
 )
 
 func TestRun(t *testing.T) {
-	b, err := os.ReadFile("../../../testdata/prometheus/node-exporter-servicemonitor.yaml")
+	b, err := os.ReadFile("../../../testdata/monitoring/nodeExporter-serviceMonitor.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
