@@ -53,18 +53,15 @@ func (c *Cluster) AddSpareNode(ctx context.Context) (*Node, error) {
 }
 
 // AddCloudWorker brings up the cloud worker and joins it as a plain kubeadm
-// worker (openyurt.io/is-edge-worker=false, no yurthub), with extra image
-// archives imported besides the cluster's, and waits until it is Ready and
-// kube-proxy and DNS answer there. It stays in the cluster until teardown.
-func (c *Cluster) AddCloudWorker(ctx context.Context, images ...string) (*Node, error) {
+// worker (openyurt.io/is-edge-worker=false, no yurthub), and waits until it
+// is Ready and kube-proxy and DNS answer there. It stays in the cluster
+// until teardown.
+func (c *Cluster) AddCloudWorker(ctx context.Context) (*Node, error) {
 	n := c.cloud
 	if c.Node(n.Name) != nil {
-		return n, n.ImportImages(images...)
+		return n, nil
 	}
 	if _, err := c.addMachine(n); err != nil {
-		return nil, err
-	}
-	if err := n.ImportImages(images...); err != nil {
 		return nil, err
 	}
 	config, err := c.kubeadmConfig(n)

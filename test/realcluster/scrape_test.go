@@ -2,9 +2,17 @@ package realcluster
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,18 +40,12 @@ func TestPrometheusScrapesTheEdge(t *testing.T) {
 	ctx := context.Background()
 	worker := kc.Node("worker-1")
 	started := time.Now()
-	everyNode, cloudOnly, err := kc.MonitoringImages()
-	if err != nil {
+	if err := kc.ImportMonitoringImages(); err != nil {
 		t.Fatal(err)
 	}
-	cloud, err := kc.AddCloudWorker(ctx, append(everyNode, cloudOnly...)...)
+	cloud, err := kc.AddCloudWorker(ctx)
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, n := range []*cluster.Node{kc.Master(), worker} {
-		if err := n.ImportImages(everyNode...); err != nil {
-			t.Fatal(err)
-		}
 	}
 	t.Logf("%s joined, images imported, in %s", cloud.Name, time.Since(started).Round(100*time.Millisecond))
 	// An edge node behind a firewall: only the tunnel agent on the node
@@ -133,7 +135,8 @@ func applyMonitoringStack(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	root, _ := harness.RepoRoot()
-	crds := filepath.Join(root, "bin", "k8s", "prometheus-operator-crds")
+	cert, key := selfSignedFiles(t, "node-exporter")
+	crds := kc.PrometheusOperatorCRDs()
 	stack := filepath.Join(root, "test", "testdata", "monitoring")
 	t.Cleanup(func() {
 		kc.Kubectl(ctx, "delete", "-k", stack, "--ignore-not-found", "--wait=true", "--timeout=2m")
@@ -142,7 +145,9 @@ func applyMonitoringStack(t *testing.T) {
 	steps := [][]string{
 		{"apply", "--server-side", "-f", crds},
 		{"wait", "--for=condition=established", "--timeout=60s", "-f", crds},
-		{"apply", "-k", stack},
+		{"apply", "--server-side", "-f", filepath.Join(stack, "namespace.yaml")},
+		{"-n", "monitoring", "create", "secret", "tls", "node-exporter-tls", "--cert", cert, "--key", key},
+		{"apply", "--server-side", "-k", stack},
 		{"-n", "monitoring", "rollout", "status", "deployment/prometheus-operator", "--timeout=3m"},
 		{"-n", "monitoring", "rollout", "status", "daemonset/node-exporter", "--timeout=3m"},
 	}
@@ -401,4 +406,40 @@ func keys[V any](m map[string]V) []string {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+// selfSignedFiles writes a throwaway certificate for name and its key as PEM
+// files in a test directory, as kubectl create secret tls reads them.
+func selfSignedFiles(t *testing.T, name string) (cert, key string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cert, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }
