@@ -113,6 +113,51 @@ $(OPENYURT_STAMP): hack/tools/openyurt/go.mod hack/tools/openyurt/go.sum
 		chmod -R u+w $(K8S_BIN)/openyurt-chart
 	touch $@
 
+## monitoring: Prometheus v3.16.0, prometheus-operator v0.85.0 (operator and
+## prometheus-config-reloader, and its CRDs) and node_exporter v1.12.1, part of test-tools:
+## the monitoring test on the kubeadm cluster runs them as test/cluster's images. Each comes from
+## its own module under hack/tools/monitoring, so each builds with its release's dependency
+## versions, and is stamped as promu stamps the release (`--version`). Prometheus builds with
+## Kubernetes service discovery alone and without the web UI (an npm build): its HTTP API and
+## /metrics are whole. The CRDs are example/prometheus-operator-crd, the release's bundle.yaml
+## ones (v1 and v1alpha1; -full adds AlertmanagerConfig v1beta1, which needs the conversion
+## webhook); a few are larger than client-side apply's annotation: apply them --server-side.
+PROMETHEUS_VERSION := 3.16.0
+PROMETHEUS_OPERATOR_VERSION := 0.85.0
+NODE_EXPORTER_VERSION := 1.12.1
+MONITORING_MODULES := $(foreach m,prometheus prometheus-operator node_exporter,hack/tools/monitoring/$(m)/go.mod hack/tools/monitoring/$(m)/go.sum)
+MONITORING_STAMP := $(K8S_BIN)/.monitoring-$(shell cat $(MONITORING_MODULES) | sha256sum | cut -c1-16)
+# promu_ldflags are a release's: version $(1), the tag's commit $(2) (Prometheus v3.16.0's is
+# not known here: it prints revision unknown).
+promu_ldflags = -s -w $(foreach v,Version=$(1) Revision=$(2) Branch=HEAD BuildUser=yurtdns@make BuildDate=20260101-00:00:00,\
+	-X github.com/prometheus/common/version.$(v))
+PROMETHEUS_OPERATOR_LDFLAGS := $(call promu_ldflags,$(PROMETHEUS_OPERATOR_VERSION),2ed4172b180213b6082025237bb0c155b74b6080)
+.PHONY: monitoring
+monitoring test-tools: $(MONITORING_STAMP)
+$(MONITORING_STAMP): $(MONITORING_MODULES)
+	@mkdir -p $(K8S_BIN)
+	rm -f $(K8S_BIN)/.monitoring-*
+	cd hack/tools/monitoring/prometheus && CGO_ENABLED=0 $(GO) build -trimpath -tags remove_all_sd,enable_kubernetes_sd \
+		-ldflags '$(call promu_ldflags,$(PROMETHEUS_VERSION),)' \
+		-o ../../../../$(K8S_BIN)/prometheus github.com/prometheus/prometheus/cmd/prometheus
+	cd hack/tools/monitoring/prometheus-operator && \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PROMETHEUS_OPERATOR_LDFLAGS)' \
+			-o ../../../../$(K8S_BIN)/prometheus-operator github.com/prometheus-operator/prometheus-operator/cmd/operator && \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PROMETHEUS_OPERATOR_LDFLAGS)' \
+			-o ../../../../$(K8S_BIN)/prometheus-config-reloader github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader
+	cd hack/tools/monitoring/node_exporter && CGO_ENABLED=0 $(GO) build -trimpath \
+		-ldflags '$(call promu_ldflags,$(NODE_EXPORTER_VERSION),6044da783597cc3b57aef7580ddcdcff58a4ee99)' \
+		-o ../../../../$(K8S_BIN)/node_exporter github.com/prometheus/node_exporter
+	for b in prometheus:$(PROMETHEUS_VERSION) prometheus-operator:$(PROMETHEUS_OPERATOR_VERSION) \
+		prometheus-config-reloader:$(PROMETHEUS_OPERATOR_VERSION) node_exporter:$(NODE_EXPORTER_VERSION); do \
+		$(K8S_BIN)/$${b%:*} --version 2>&1 | grep -F "version $${b#*:} " || { echo "$(K8S_BIN)/$${b%:*} is not version $${b#*:}"; exit 1; }; \
+	done
+	rm -rf $(K8S_BIN)/prometheus-operator-crds && mkdir $(K8S_BIN)/prometheus-operator-crds && \
+		cp $$(cd hack/tools/monitoring/prometheus-operator && $(GO) list -m -f '{{.Dir}}' github.com/prometheus-operator/prometheus-operator)/example/prometheus-operator-crd/*.yaml \
+			$(K8S_BIN)/prometheus-operator-crds/ && \
+		chmod -R u+w $(K8S_BIN)/prometheus-operator-crds
+	touch $@
+
 ## deps: dig and dnsperf, for the kubeadm cluster containerd, runc, the CNI plugins,
 ## iptables and conntrack, and qemu-user (the arm images' binaries run under emulation in
 ## test/imagearchive), from Debian, when missing.

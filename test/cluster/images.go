@@ -1,12 +1,14 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/yurtdns/yurtdns/internal/image"
@@ -67,6 +69,30 @@ func upgradeConfig(initConfig, version string) (string, error) {
 	}
 	upgrade := strings.TrimSuffix(initConfig, ".yaml") + "-" + version + ".yaml"
 	return upgrade, os.WriteFile(upgrade, kubernetesVersionLine.ReplaceAll(data, []byte("kubernetesVersion: "+version)), 0o644)
+}
+
+// importImages imports archives on every node at once, as the cluster's
+// start imports its images, and keeps them with those for a node brought up
+// later (AddSpareNode). An archive imported before is not imported again.
+func (c *Cluster) importImages(archives ...string) error {
+	var fresh []string
+	for _, a := range archives {
+		if !slices.Contains(c.images, a) {
+			fresh = append(fresh, a)
+		}
+	}
+	errs := make(chan error, len(c.Nodes))
+	for _, n := range c.Nodes {
+		go func() { errs <- n.ImportImages(fresh...) }()
+	}
+	var err error
+	for range c.Nodes {
+		err = errors.Join(err, <-errs)
+	}
+	if err == nil {
+		c.images = append(c.images, fresh...)
+	}
+	return err
 }
 
 // imageArchive writes an OCI archive of spec's image as ref in the cache,

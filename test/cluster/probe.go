@@ -38,10 +38,8 @@ func (c *Cluster) ImportProbe(repoRoot string) error {
 	if err := image.WriteOCIArchive(archive, ProbeImage, img); err != nil {
 		return err
 	}
-	for _, n := range c.Nodes {
-		if err := n.ImportImages(archive); err != nil {
-			return err
-		}
+	if err := c.importImages(archive); err != nil {
+		return err
 	}
 	return os.Rename(bin+".new", bin)
 }
