@@ -114,8 +114,9 @@ $(OPENYURT_STAMP): hack/tools/openyurt/go.mod hack/tools/openyurt/go.sum
 	touch $@
 
 ## monitoring: Prometheus v3.16.0, prometheus-operator v0.85.0 (operator and
-## prometheus-config-reloader, and its CRDs) and node_exporter v1.12.1, part of test-tools:
-## the monitoring test on the kubeadm cluster runs them as test/cluster's images. Each comes from
+## prometheus-config-reloader, and its CRDs) and node_exporter v1.12.1, cached like test-tools:
+## the monitoring test on the kubeadm cluster runs them as test/cluster's images, and
+## test/realcluster builds them beside the cluster's start (nice 19), not prereqs. Each comes from
 ## its own module under hack/tools/monitoring, so each builds with its release's dependency
 ## versions, and is stamped as promu stamps the release (`--version`). Prometheus builds with
 ## Kubernetes service discovery alone and without the web UI (an npm build): its HTTP API and
@@ -133,7 +134,7 @@ promu_ldflags = -s -w $(foreach v,Version=$(1) Revision=$(2) Branch=HEAD BuildUs
 	-X github.com/prometheus/common/version.$(v))
 PROMETHEUS_OPERATOR_LDFLAGS := $(call promu_ldflags,$(PROMETHEUS_OPERATOR_VERSION),2ed4172b180213b6082025237bb0c155b74b6080)
 .PHONY: monitoring
-monitoring test-tools: $(MONITORING_STAMP)
+monitoring: $(MONITORING_STAMP)
 $(MONITORING_STAMP): $(MONITORING_MODULES)
 	@mkdir -p $(K8S_BIN)
 	rm -f $(K8S_BIN)/.monitoring-*

@@ -73,6 +73,7 @@ func run(m *testing.M) (code int) {
 			e, err := buildEarlier(root, earlierDir)
 			earlier <- earlierResult{e, err}
 		}()
+		go func() { monitoringBuilt <- buildMonitoring(root) }()
 	}
 	settings, err := cluster.MachineSettings()
 	if err != nil {

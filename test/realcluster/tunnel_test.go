@@ -49,7 +49,7 @@ func checkTunnelPath(t *testing.T) {
 	t.Run("an extra tunnel port: https-proxy-ports 9100", func(t *testing.T) {
 		url := "https://worker-1:9100/metrics"
 		setServerConfigPorts(t, "9100")
-		waitServicePort(t, "dnat-9100", true)
+		waitServicePort(t, "dnat-9100", tunnelnodes.DefaultHTTPSTargetPort, true)
 		// kube-proxy programs the new port a moment after the EndpointSlice has it.
 		out, ok := fetchFromPod(t, url)
 		for i := 0; i < 3 && !ok; i++ {
@@ -62,7 +62,7 @@ func checkTunnelPath(t *testing.T) {
 		}
 		t.Run("Prometheus's targets by node name", checkPrometheusByName)
 		setServerConfigPorts(t, "")
-		waitServicePort(t, "dnat-9100", false)
+		waitServicePort(t, "dnat-9100", tunnelnodes.DefaultHTTPSTargetPort, false)
 		if out, ok := fetchFromPod(t, url); ok {
 			t.Errorf("with 9100 removed from https-proxy-ports, %s still answered: %q", url, out)
 		}
@@ -128,7 +128,10 @@ func setServerConfigPorts(t *testing.T, ports string) {
 	}
 }
 
-func waitServicePort(t *testing.T, name string, present bool) {
+// waitServicePort waits until the tunnel Service has (or, with present
+// false, lacks) port name, to target (the tunnel server's HTTPS or HTTP
+// proxy port), in its EndpointSlices too.
+func waitServicePort(t *testing.T, name string, target int32, present bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -136,7 +139,7 @@ func waitServicePort(t *testing.T, name string, present bool) {
 		if err == nil {
 			has := false
 			for _, p := range svc.Spec.Ports {
-				has = has || (p.Name == name && p.TargetPort == intstr.FromInt32(tunnelnodes.DefaultHTTPSTargetPort))
+				has = has || (p.Name == name && p.TargetPort == intstr.FromInt32(target))
 			}
 			if has == present && endpointSlicePort(name) == present {
 				return
