@@ -301,12 +301,19 @@ func churnNodes(t testing.TB, d time.Duration) (changes int, writes map[string]i
 func restartTunnelAgent(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
-	if err := cs.CoreV1().Pods("kube-system").DeleteCollection(ctx, metav1.DeleteOptions{},
-		metav1.ListOptions{LabelSelector: "k8s-app=yurt-tunnel-agent", FieldSelector: "spec.nodeName=worker-1"}); err != nil {
-		t.Fatal(err)
-	}
+	deleteTunnelAgent(t)
 	harness.Eventually(t, 2*time.Minute, func() error {
 		_, err := kube.KubeletConfigz(ctx, cs, "worker-1")
 		return err
 	})
+}
+
+// deleteTunnelAgent deletes yurt-tunnel-agent's pod on worker-1, which its
+// DaemonSet makes again.
+func deleteTunnelAgent(t testing.TB) {
+	t.Helper()
+	if err := cs.CoreV1().Pods("kube-system").DeleteCollection(context.Background(), metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: "k8s-app=yurt-tunnel-agent", FieldSelector: "spec.nodeName=worker-1"}); err != nil {
+		t.Fatal(err)
+	}
 }
