@@ -2,15 +2,8 @@ package realcluster
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/url"
 	"os"
 	"os/exec"
@@ -27,6 +20,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	certutil "k8s.io/client-go/util/cert"
 )
 
 // TestPrometheusScrapesTheEdge is the mission's second user: a real
@@ -448,37 +442,21 @@ func keys[V any](m map[string]V) []string {
 	return ks
 }
 
-// selfSignedFiles writes a throwaway certificate for name and its key as PEM
-// files in a test directory, as kubectl create secret tls reads them.
+// selfSignedFiles writes a throwaway certificate for name (client-go's
+// self-signed pair: a CA and a serving certificate it signed) and its key
+// as PEM files in a test directory, as kubectl create secret tls reads them.
 func selfSignedFiles(t *testing.T, name string) (cert, key string) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: name},
-		DNSNames:     []string{name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(k)
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(name, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	cert, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(cert, certPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return cert, key
