@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -73,7 +74,14 @@ func run(m *testing.M) (code int) {
 			e, err := buildEarlier(root, earlierDir)
 			earlier <- earlierResult{e, err}
 		}()
-		go func() { monitoringBuilt <- buildMonitoring(root) }()
+		if run := flag.Lookup("test.run").Value.String(); run == "" || regexp.MustCompile(run).MatchString("TestPrometheusScrapesTheEdge") {
+			build, err := startMonitoringBuild(root)
+			if err != nil {
+				fmt.Println(err)
+				return 1
+			}
+			defer build.stop()
+		}
 	}
 	settings, err := cluster.MachineSettings()
 	if err != nil {

@@ -131,18 +131,46 @@ var (
 	monitoringBuildTime time.Duration
 )
 
-func buildMonitoring(root string) error {
-	start := time.Now()
+// monitoringBuild is make monitoring running, in a process group of its
+// own so that stop ends its go build too.
+type monitoringBuild struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startMonitoringBuild(root string) (*monitoringBuild, error) {
 	cmd := exec.Command("nice", "-n", "19", "make", "--no-print-directory", "monitoring")
 	cmd.Dir = root
 	// Not make test's jobserver: this build is on its own.
 	cmd.Env = append(os.Environ(), "MAKEFLAGS=", "MFLAGS=", "MAKELEVEL=")
-	out, err := cmd.CombinedOutput()
-	monitoringBuildTime = time.Since(start).Round(time.Second)
-	if err != nil {
-		return fmt.Errorf("make monitoring: %v\n%s", err, lastLines(string(out), 30))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
 	}
-	return nil
+	b := &monitoringBuild{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		monitoringBuildTime = time.Since(start).Round(time.Second)
+		if err != nil {
+			err = fmt.Errorf("make monitoring: %v\n%s", err, lastLines(out.String(), 30))
+		}
+		close(b.done)
+		monitoringBuilt <- err
+	}()
+	return b, nil
+}
+
+// stop ends the build if it still runs: the tests that wanted it are over.
+func (b *monitoringBuild) stop() {
+	select {
+	case <-b.done:
+	default:
+		syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		<-b.done
+	}
 }
 
 // applyMonitoringStack creates prometheus-operator's CRDs and then
