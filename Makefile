@@ -190,7 +190,7 @@ test: prereqs
 	@date -u +'[make test] %T vet, test-unit and fuzzing beside the e2e tests, $(E2E_LAST) last'
 	$(MAKE) -j2 test-unit-fuzz test-e2e-first-last
 	@date -u +'[make test] %T the real-cluster tests'
-	$(GO) test -count=1 -p 1 -timeout 50m -v ./test/realcluster 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|\s*--- FAIL|--- |\s+\S+\.go:[0-9]+:|ok|FAIL|PASS|\[cluster\]|realcluster: |panic: |\s+running tests:|\s+Test\S* \([0-9])'; \
+	$(GO) test -count=1 -p 1 -timeout 70m -v ./test/realcluster 2>&1 | tee $(BIN)/cluster-test.txt | grep -E '^(=== RUN|\s*--- FAIL|--- |\s+\S+\.go:[0-9]+:|ok|FAIL|PASS|\[cluster\]|realcluster: |panic: |\s+running tests:|\s+Test\S* \([0-9])'; \
 		status=$${PIPESTATUS[0]}; [ $$status = 0 ] || awk -v dirs="./test/realcluster" -f hack/failures.awk $(BIN)/cluster-test.txt; exit $$status
 	@date -u +'[make test] %T done'
 
