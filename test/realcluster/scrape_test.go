@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,7 +20,6 @@ import (
 	"github.com/yurtdns/yurtdns/test/harness"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	certutil "k8s.io/client-go/util/cert"
 )
 
@@ -66,8 +66,8 @@ func TestPrometheusScrapesTheEdge(t *testing.T) {
 
 	// As the article: node_exporter's 9100 (TLS) and the caches' 9253
 	// (plain HTTP) become tunnel ports, and the sync maps them.
-	setServerConfig(t, map[string]string{"https-proxy-ports": "9100", "http-proxy-ports": "9253"})
-	defer setServerConfig(t, map[string]string{"https-proxy-ports": "", "http-proxy-ports": ""})
+	setServerConfig(t, map[string]any{"https-proxy-ports": "9100", "http-proxy-ports": "9253"})
+	defer setServerConfig(t, map[string]any{"https-proxy-ports": nil, "http-proxy-ports": nil})
 	waitServicePort(t, "dnat-9100", tunnelnodes.DefaultHTTPSTargetPort, true)
 	waitServicePort(t, "dnat-9253", tunnelnodes.DefaultHTTPTargetPort, true)
 
@@ -206,24 +206,6 @@ func applyMonitoringStack(t *testing.T) {
 		_, err := prometheusAPI("/-/ready")
 		return err
 	})
-}
-
-// setServerConfig merges data into yurt-tunnel-server's ConfigMap; an empty
-// value removes the key.
-func setServerConfig(t *testing.T, data map[string]string) {
-	t.Helper()
-	merge := map[string]any{}
-	for k, v := range data {
-		if v == "" {
-			merge[k] = nil
-		} else {
-			merge[k] = v
-		}
-	}
-	patch, _ := json.Marshal(map[string]any{"data": merge})
-	if _, err := cs.CoreV1().ConfigMaps("kube-system").Patch(context.Background(), tunnelnodes.ServerConfigName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // prometheusAPI GETs path of the Prometheus pod through the apiserver's pod
@@ -448,7 +430,7 @@ func checkEdgeAwareAlerts(t *testing.T) {
 		t.Errorf("worker-1 cut off from the cloud paged: %v", critical)
 	}
 	for _, want := range []string{"YurtDNSSyncNotLeading/", "YurtDNSNodeLocalCacheDown/" + master.Name, "YurtDNSNodeLocalCacheUnobserved/" + worker.Name} {
-		if !slices.ContainsFunc(keys(seen), func(k string) bool { return strings.HasPrefix(k, want+"/") }) {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(seen)), func(k string) bool { return strings.HasPrefix(k, want+"/") }) {
 			t.Errorf("no %s alert (pending or firing) while its fault lasted", want)
 		}
 	}
@@ -460,14 +442,6 @@ func checkEdgeAwareAlerts(t *testing.T) {
 	took := waitTargets(t, edgeTargets(worker, worker.Name), "up", 3*time.Minute)
 	t.Logf("worker-1's targets up again %s after the tunnel agent's restart", took)
 	waitSyncAvailable(t)
-}
-
-func keys[V any](m map[string]V) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	return ks
 }
 
 // selfSignedFiles writes a throwaway certificate for name (client-go's

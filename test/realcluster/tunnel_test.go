@@ -48,7 +48,7 @@ func checkTunnelPath(t *testing.T) {
 
 	t.Run("an extra tunnel port: https-proxy-ports 9100", func(t *testing.T) {
 		url := "https://worker-1:9100/metrics"
-		setServerConfigPorts(t, "9100")
+		setServerConfig(t, map[string]any{"https-proxy-ports": "9100"})
 		waitServicePort(t, "dnat-9100", tunnelnodes.DefaultHTTPSTargetPort, true)
 		// kube-proxy programs the new port a moment after the EndpointSlice has it.
 		out, ok := fetchFromPod(t, url)
@@ -61,7 +61,7 @@ func checkTunnelPath(t *testing.T) {
 			t.Errorf("a pod on master-1 fetching %s: %q, want %s", url, out, want)
 		}
 		t.Run("Prometheus's targets by node name", checkPrometheusByName)
-		setServerConfigPorts(t, "")
+		setServerConfig(t, map[string]any{"https-proxy-ports": ""})
 		waitServicePort(t, "dnat-9100", tunnelnodes.DefaultHTTPSTargetPort, false)
 		if out, ok := fetchFromPod(t, url); ok {
 			t.Errorf("with 9100 removed from https-proxy-ports, %s still answered: %q", url, out)
@@ -118,11 +118,11 @@ func fetchFromPod(t *testing.T, url string) (string, bool) {
 	return logs, p.Status.Phase == corev1.PodSucceeded
 }
 
-// setServerConfigPorts sets https-proxy-ports of yurt-tunnel-server's
-// ConfigMap, its other keys as they are.
-func setServerConfigPorts(t *testing.T, ports string) {
+// setServerConfig merges data into yurt-tunnel-server's ConfigMap, its
+// other keys as they are; a nil value removes the key.
+func setServerConfig(t *testing.T, data map[string]any) {
 	t.Helper()
-	patch, _ := json.Marshal(map[string]any{"data": map[string]string{"https-proxy-ports": ports}})
+	patch, _ := json.Marshal(map[string]any{"data": data})
 	if _, err := cs.CoreV1().ConfigMaps("kube-system").Patch(context.Background(), tunnelnodes.ServerConfigName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
