@@ -116,7 +116,8 @@ $(OPENYURT_STAMP): hack/tools/openyurt/go.mod hack/tools/openyurt/go.sum
 ## monitoring: Prometheus v3.16.0, prometheus-operator v0.85.0 (operator and
 ## prometheus-config-reloader, and its CRDs) and node_exporter v1.12.1, cached like test-tools:
 ## the monitoring test on the kubeadm cluster runs them as test/cluster's images, and
-## test/realcluster builds them beside the cluster's start (nice 19), not prereqs. Each comes from
+## test/realcluster builds them beside the cluster's start (nice 19), not prereqs; the CRDs come
+## with test-tools (monitoring-crds). Each comes from
 ## its own module under hack/tools/monitoring, so each builds with its release's dependency
 ## versions, and is stamped as promu stamps the release (`--version`). Prometheus builds with
 ## Kubernetes service discovery alone and without the web UI (an npm build): its HTTP API and
@@ -153,10 +154,20 @@ $(MONITORING_STAMP): $(MONITORING_MODULES)
 		prometheus-config-reloader:$(PROMETHEUS_OPERATOR_VERSION) node_exporter:$(NODE_EXPORTER_VERSION); do \
 		$(K8S_BIN)/$${b%:*} --version 2>&1 | grep -F "version $${b#*:} " || { echo "$(K8S_BIN)/$${b%:*} is not version $${b#*:}"; exit 1; }; \
 	done
-	rm -rf $(K8S_BIN)/prometheus-operator-crds && mkdir $(K8S_BIN)/prometheus-operator-crds && \
-		cp $$(cd hack/tools/monitoring/prometheus-operator && $(GO) list -m -f '{{.Dir}}' github.com/prometheus-operator/prometheus-operator)/example/prometheus-operator-crd/*.yaml \
-			$(K8S_BIN)/prometheus-operator-crds/ && \
-		chmod -R u+w $(K8S_BIN)/prometheus-operator-crds
+	touch $@
+
+## monitoring-crds: prometheus-operator v0.85.0's CRDs alone (part of test-tools: the e2e tests
+## apply them to envtest; a module download, no build).
+MONITORING_CRDS_STAMP := $(K8S_BIN)/.prometheus-operator-crds-$(PROMETHEUS_OPERATOR_VERSION)
+.PHONY: monitoring-crds
+monitoring monitoring-crds test-tools: $(MONITORING_CRDS_STAMP)
+$(MONITORING_CRDS_STAMP): hack/tools/monitoring/prometheus-operator/go.mod hack/tools/monitoring/prometheus-operator/go.sum
+	@mkdir -p $(K8S_BIN)
+	rm -rf $(K8S_BIN)/prometheus-operator-crds $(K8S_BIN)/.prometheus-operator-crds-* && mkdir $(K8S_BIN)/prometheus-operator-crds
+	cd hack/tools/monitoring/prometheus-operator && $(GO) mod download github.com/prometheus-operator/prometheus-operator
+	cp $$(cd hack/tools/monitoring/prometheus-operator && $(GO) list -m -f '{{.Dir}}' github.com/prometheus-operator/prometheus-operator)/example/prometheus-operator-crd/*.yaml \
+		$(K8S_BIN)/prometheus-operator-crds/
+	chmod -R u+w $(K8S_BIN)/prometheus-operator-crds
 	touch $@
 
 ## deps: dig and dnsperf, for the kubeadm cluster containerd, runc, the CNI plugins,
