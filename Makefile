@@ -171,7 +171,7 @@ $(MONITORING_CRDS_STAMP): hack/tools/monitoring/prometheus-operator/go.mod hack/
 	touch $@
 
 ## deps: dig and dnsperf, for the kubeadm cluster containerd, runc, the CNI plugins,
-## iptables and conntrack, and qemu-user (the arm images' binaries run under emulation in
+## iptables and conntrack, haproxy (the control-plane endpoint), and qemu-user (the arm images' binaries run under emulation in
 ## test/imagearchive), from Debian, when missing.
 deps:
 	@missing=""; \
@@ -182,6 +182,7 @@ deps:
 	[ -x /usr/lib/cni/bridge ] || missing="$$missing containernetworking-plugins"; \
 	[ -x /usr/sbin/xtables-nft-multi ] || missing="$$missing iptables"; \
 	command -v conntrack >/dev/null || missing="$$missing conntrack"; \
+	command -v haproxy >/dev/null || missing="$$missing haproxy"; \
 	command -v nsenter >/dev/null || missing="$$missing util-linux"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v qemu-aarch64 >/dev/null || missing="$$missing qemu-user"; \

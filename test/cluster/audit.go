@@ -24,21 +24,31 @@ type auditEvent struct {
 }
 
 // ConfigMapWrites counts the successful creates, updates and patches of
-// the kube-system ConfigMap name since a time, per user, from the
-// apiserver's audit log.
+// the kube-system ConfigMap name since a time, per user, from the audit logs
+// of every control-plane node's apiserver (the load balancer spreads the
+// writes over them).
 func (c *Cluster) ConfigMapWrites(name string, since time.Time) (map[string]int, error) {
-	f, err := os.Open(filepath.Join(c.Master().StateDir("var/log/kubernetes"), "audit.log"))
+	writes := map[string]int{}
+	for _, n := range c.ControlPlanes() {
+		if err := countConfigMapWrites(filepath.Join(n.StateDir("var/log/kubernetes"), "audit.log"), name, since, writes); err != nil {
+			return nil, fmt.Errorf("%s: %w", n.Name, err)
+		}
+	}
+	return writes, nil
+}
+
+func countConfigMapWrites(log, name string, since time.Time, writes map[string]int) error {
+	f, err := os.Open(log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	writes := map[string]int{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var e auditEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return nil, fmt.Errorf("audit log: %w", err)
+			return fmt.Errorf("audit log: %w", err)
 		}
 		if e.Stage != "ResponseComplete" || e.ObjectRef.Resource != "configmaps" || e.ObjectRef.Namespace != "kube-system" ||
 			e.ObjectRef.Name != name || e.ResponseStatus.Code >= 300 || e.StageTimestamp.Before(since) {
@@ -49,5 +59,5 @@ func (c *Cluster) ConfigMapWrites(name string, since time.Time) (map[string]int,
 			writes[e.User.Username]++
 		}
 	}
-	return writes, sc.Err()
+	return sc.Err()
 }

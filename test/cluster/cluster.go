@@ -16,6 +16,8 @@ import (
 
 	"github.com/yurtdns/yurtdns/test/harness"
 
+	"golang.org/x/sync/errgroup"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -69,13 +71,24 @@ type Cluster struct {
 	pause        string   // kubeadm's pause image, on every node
 	images       []string // the archives every node imported
 	spare, cloud *Node
+	sites        []*site
 }
 
-// The nodes: master-1, a cloud node and the control plane; worker-1, an edge node.
+// The nodes: master-1, master-2 and master-3, the cloud's control-plane
+// nodes behind haproxy; worker-1, an edge node on the cloud's network; and
+// edge-a1 and edge-b1, the edge nodes of two sites that share one node
+// address, each behind its own NAT router.
 func newNodes(c *Cluster) []*Node {
+	siteA := newSite("site-a", "sa", "198.51.100.21", "2001:db8:100::21")
+	siteB := newSite("site-b", "sb", "198.51.100.22", "2001:db8:100::22")
+	c.sites = []*site{siteA, siteB}
 	nodes := []*Node{
-		{Name: "master-1", IP: "198.51.100.10", IP6: "2001:db8:100::10", PodCIDR: "10.244.0.0/24", PodCIDR6: "2001:db8:244::/64", short: "m1"},
+		{Name: "master-1", IP: "198.51.100.10", IP6: "2001:db8:100::10", PodCIDR: "10.244.0.0/24", PodCIDR6: "2001:db8:244::/64", short: "m1", ControlPlane: true},
+		{Name: "master-2", IP: "198.51.100.16", IP6: "2001:db8:100::16", PodCIDR: "10.244.6.0/24", PodCIDR6: "2001:db8:244:6::/64", short: "m2", ControlPlane: true},
+		{Name: "master-3", IP: "198.51.100.17", IP6: "2001:db8:100::17", PodCIDR: "10.244.7.0/24", PodCIDR6: "2001:db8:244:7::/64", short: "m3", ControlPlane: true},
 		{Name: "worker-1", IP: "198.51.100.11", IP6: "2001:db8:100::11", PodCIDR: "10.244.1.0/24", PodCIDR6: "2001:db8:244:1::/64", short: "w1", Edge: true},
+		{Name: "edge-a1", IP: siteNodeIP, IP6: siteNodeIP6, PodCIDR: "10.244.4.0/24", PodCIDR6: "2001:db8:244:4::/64", short: "ea", Edge: true, site: siteA},
+		{Name: "edge-b1", IP: siteNodeIP, IP6: siteNodeIP6, PodCIDR: "10.244.5.0/24", PodCIDR6: "2001:db8:244:5::/64", short: "eb", Edge: true, site: siteB},
 	}
 	for _, n := range nodes {
 		n.c, n.netns, n.dir = c, "yurtdns-"+n.Name, filepath.Join(c.dir, "nodes", n.Name)
@@ -85,7 +98,28 @@ func newNodes(c *Cluster) []*Node {
 	return nodes
 }
 
-// Master is the control-plane node.
+// SiteNodes are the edge nodes behind a site's NAT router, one per site,
+// with the same node address.
+func (c *Cluster) SiteNodes() []*Node {
+	var nodes []*Node
+	for _, n := range c.Nodes {
+		if n.site != nil {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes
+}
+
+// Site is the name of the node's edge site, empty for a node on the cloud's network.
+func (n *Node) Site() string {
+	if n.site == nil {
+		return ""
+	}
+	return n.site.name
+}
+
+// Master is the first control-plane node, kubeadm init's, where
+// yurt-tunnel-server and yurt-manager run.
 func (c *Cluster) Master() *Node { return c.Nodes[0] }
 
 // Node returns the node called name, or nil.
@@ -118,7 +152,7 @@ func (c *Cluster) versionBin(version, name string) string {
 func (c *Cluster) Kubeadm(version string) string { return c.versionBin(version, "kubeadm") }
 
 func (c *Cluster) logf(format string, args ...any) {
-	fmt.Fprintf(c.log, "[cluster] "+format+"\n", args...)
+	fmt.Fprintf(c.log, "[cluster] "+time.Now().Format("15:04:05.0")+" "+format+"\n", args...)
 }
 
 // overlaid are the directories each node sees through an overlay: the
@@ -181,6 +215,14 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 	if err := upBridge(); err != nil {
 		return err
 	}
+	if err := c.startLoadBalancer(); err != nil {
+		return fmt.Errorf("load balancer: %w", err)
+	}
+	for _, s := range c.sites {
+		if err := s.up(); err != nil {
+			return fmt.Errorf("site %s: %w", s.name, err)
+		}
+	}
 	configs := map[*Node]string{}
 	for _, n := range c.Nodes {
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
@@ -200,6 +242,13 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 			return err
 		}
 		configs[n] = path
+	}
+	for _, s := range c.sites {
+		for _, p := range c.Nodes {
+			if err := s.routePods(p); err != nil {
+				return err
+			}
+		}
 	}
 	images, sandbox, err := c.kubeadmImages(configs[c.Master()])
 	c.pause = sandbox
@@ -226,7 +275,7 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 		n.StartKubelet()
 	}
 	m := c.Master()
-	if _, err := m.Run(ctx, c.Kubeadm(m.Version()), "init", "--config", configs[m], "-v=1"); err != nil {
+	if _, err := m.Run(ctx, c.Kubeadm(m.Version()), "init", "--config", configs[m], "--upload-certs", "-v=1"); err != nil {
 		return fmt.Errorf("kubeadm init: %w", err)
 	}
 	c.Kubeconfig = filepath.Join(m.dir, "state", "etc_kubernetes", "admin.conf")
@@ -238,7 +287,9 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 		return fmt.Errorf("yurt-manager: %w", err)
 	}
 	c.logf("yurt-manager up, NodePool %s made", EdgePool)
-	for _, n := range c.Nodes[1:] {
+	// The control-plane nodes join one after another (each adds an etcd
+	// member), the others beside them.
+	join := func(n *Node) error {
 		if _, err := n.Run(ctx, c.Kubeadm(n.Version()), "join", "--config", configs[n], "-v=1"); err != nil {
 			return fmt.Errorf("kubeadm join %s: %w", n.Name, err)
 		}
@@ -247,7 +298,25 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 				return fmt.Errorf("yurthub on %s: %w", n.Name, err)
 			}
 		}
-		c.logf("kubeadm join %s done%s", n.Name, map[bool]string{true: ", its kubelet behind yurthub"}[n.Edge])
+		c.logf("kubeadm join %s done%s", n.Name, map[bool]string{true: ", its kubelet behind yurthub"}[n.Edge]+map[bool]string{true: ", a control-plane node"}[n.ControlPlane])
+		return nil
+	}
+	var joins errgroup.Group
+	joins.Go(func() error {
+		for _, n := range c.ControlPlanes()[1:] {
+			if err := join(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, n := range c.Nodes {
+		if !n.ControlPlane {
+			joins.Go(func() error { return join(n) })
+		}
+	}
+	if err := joins.Wait(); err != nil {
+		return err
 	}
 	if err := c.waitReady(ctx); err != nil {
 		return err
@@ -399,7 +468,8 @@ func (c *Cluster) Stop() error {
 // is on the machine and in the directory, so it also cleans up after a
 // killed run.
 func (c *Cluster) teardown() error {
-	for _, f := range []string{"kubelet-", "containerd-", "stub-resolver-"} {
+	boxes, links := c.netboxes()
+	for _, f := range []string{"kubelet-", "containerd-", "stub-resolver-", "haproxy"} {
 		matches, _ := filepath.Glob(filepath.Join(c.dir, "run", f+"*.pid"))
 		for _, m := range matches {
 			if data, err := os.ReadFile(m); err == nil {
@@ -415,8 +485,8 @@ func (c *Cluster) teardown() error {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	for _, n := range c.machines() {
-		for _, pid := range pidsInNetns(n.netns) {
+	for _, netns := range append(c.netnsNames(), boxes...) {
+		for _, pid := range pidsInNetns(netns) {
 			killPID(pid, 5*time.Second)
 		}
 	}
@@ -431,6 +501,16 @@ func (c *Cluster) teardown() error {
 			}
 		}
 		exec.Command("ip", "link", "del", "ydh-"+n.short).Run()
+	}
+	for _, netns := range boxes {
+		if _, err := os.Stat("/run/netns/" + netns); err == nil {
+			if err := ip("netns", "del", netns); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, l := range links {
+		exec.Command("ip", "link", "del", l).Run()
 	}
 	exec.Command("ip", "link", "del", bridgeName).Run()
 	if err := c.restoreSysctls(); err != nil {
@@ -447,14 +527,24 @@ func (c *Cluster) teardown() error {
 // pidInClusterNetns guards a recorded PID against reuse by an unrelated
 // process: only one in a node's network namespace is stopped.
 func pidInClusterNetns(c *Cluster, pid int) bool {
-	for _, n := range c.machines() {
-		for _, p := range pidsInNetns(n.netns) {
+	boxes, _ := c.netboxes()
+	for _, netns := range append(c.netnsNames(), boxes...) {
+		for _, p := range pidsInNetns(netns) {
 			if p == pid {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// netnsNames are the machines' network namespaces.
+func (c *Cluster) netnsNames() []string {
+	var names []string
+	for _, n := range c.machines() {
+		names = append(names, n.netns)
+	}
+	return names
 }
 
 // cgroupHierarchies are the machine's mounted cgroup hierarchies.

@@ -11,6 +11,10 @@ import (
 // on an isolated network.
 const bootstrapToken = "yurtdn.0123456789abcdef"
 
+// certificateKey encrypts the control-plane certificates kubeadm init
+// uploads for kubeadm join --control-plane (32 bytes, hex).
+const certificateKey = "79757274646e732d746573742d636c75737465722d636572742d6b65792d3332"
+
 // KubeadmPatchesDir is each node's kubeadm patches directory, in the node:
 // `kubeadm upgrade apply` and `kubeadm upgrade node` rewrite the kubelet's
 // config.yaml from the kubelet-config ConfigMap and must be given it
@@ -22,6 +26,7 @@ const kubeadmInit = `apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 bootstrapTokens:
 - token: "{{token}}"
+certificateKey: "{{certificateKey}}"
 localAPIEndpoint:
   advertiseAddress: {{ip}}
   bindPort: 6443
@@ -34,14 +39,26 @@ apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
 kubernetesVersion: {{version}}
 clusterName: yurtdns-test
-controlPlaneEndpoint: {{ip}}:6443
+controlPlaneEndpoint: {{endpoint}}
 imageRepository: registry.k8s.io
+# Stacked etcd on three members sharing two busy cores: a heartbeat every
+# 250 ms and an election after 2.5 s without one, ten times etcd's 100 ms and
+# 1 s (its tuning guide: the heartbeat near the round trip and disk write,
+# the election ten times that), so a member starved for a second is not
+# voted out.
+etcd:
+  local:
+    extraArgs:
+    - name: heartbeat-interval
+      value: "250"
+    - name: election-timeout
+      value: "2500"
 networking:
   podSubnet: {{podCIDR}},{{podCIDR6}}
   serviceSubnet: {{serviceCIDR}},{{serviceCIDR6}}
   dnsDomain: cluster.local
 apiServer:
-  certSANs: [{{ip}}, {{name}}, 127.0.0.1]
+  certSANs: [{{lb}}, 127.0.0.1]
   # An audit log of the writes to kube-system's ConfigMaps: who writes the
   # records, and how often (ConfigMapWrites).
   extraArgs:
@@ -88,12 +105,12 @@ const kubeadmJoin = `apiVersion: kubeadm.k8s.io/v1beta4
 kind: JoinConfiguration
 discovery:
   bootstrapToken:
-    apiServerEndpoint: {{masterIP}}:6443
+    apiServerEndpoint: {{endpoint}}
     token: "{{token}}"
     unsafeSkipCAVerification: true
 nodeRegistration:
 {{registration}}
-patches:
+{{controlPlane}}patches:
   directory: {{patches}}
 `
 
@@ -107,6 +124,15 @@ const nodeRegistration = `  name: {{name}}
   - name: node-ip
     value: {{ip}},{{ip6}}
 {{labels}}`
+
+// controlPlaneJoin makes a join a control-plane node's: its own apiserver
+// and etcd member, with the certificates kubeadm init uploaded.
+const controlPlaneJoin = `controlPlane:
+  localAPIEndpoint:
+    advertiseAddress: {{ip}}
+    bindPort: 6443
+  certificateKey: "{{certificateKey}}"
+`
 
 // auditPolicy logs who wrote which ConfigMap of kube-system, nothing else.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
@@ -156,8 +182,15 @@ func (c *Cluster) kubeadmConfigAs(n *Node, nodeName string) (string, error) {
 	if n == c.Nodes[0] {
 		tmpl = kubeadmInit
 	}
-	text := strings.NewReplacer("{{registration}}", nodeRegistration).Replace(tmpl)
+	joinAs := ""
+	if n.ControlPlane {
+		joinAs = controlPlaneJoin
+	}
+	text := strings.NewReplacer("{{registration}}", nodeRegistration, "{{controlPlane}}", joinAs).Replace(tmpl)
 	text = strings.NewReplacer(
+		"{{certificateKey}}", certificateKey,
+		"{{endpoint}}", loadBalancerIP+":6443",
+		"{{lb}}", loadBalancerIP,
 		"{{token}}", bootstrapToken,
 		"{{ip6}}", n.IP6,
 		"{{ip}}", n.IP,
@@ -169,9 +202,8 @@ func (c *Cluster) kubeadmConfigAs(n *Node, nodeName string) (string, error) {
 		"{{podCIDR}}", podCIDR,
 		"{{serviceCIDR6}}", serviceCIDR6,
 		"{{serviceCIDR}}", serviceCIDR,
-		"{{masterIP}}", c.Nodes[0].IP,
 	).Replace(text)
-	if n == c.Nodes[0] {
+	if n.ControlPlane {
 		if err := os.WriteFile(filepath.Join(n.StateDir("etc/kubernetes"), "audit-policy.yaml"), []byte(auditPolicy), 0o644); err != nil {
 			return "", err
 		}

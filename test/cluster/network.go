@@ -28,7 +28,19 @@ const (
 	kubeDNSIP6 = "2001:db8:96::a"
 	// kubernetesServiceIP is the default/kubernetes Service's ClusterIP.
 	kubernetesServiceIP = "10.96.0.1"
-	apiServerURL        = "https://198.51.100.10:6443"
+	// loadBalancerIP is haproxy's, the control-plane endpoint: every
+	// kubeconfig's server (admin, kubelets, kube-proxy, yurthub).
+	loadBalancerIP = "198.51.100.5"
+	apiServerURL   = "https://" + loadBalancerIP + ":6443"
+	// An edge site's network (TEST-NET-3, RFC 5737; and 2001:db8:113::/64)
+	// behind its NAT router: every site uses the same one, so the sites'
+	// nodes share one node address, as two factories' LANs both do.
+	siteSubnet   = "203.0.113.0/24"
+	siteSubnet6  = "2001:db8:113::/64"
+	siteGateway  = "203.0.113.1"
+	siteGateway6 = "2001:db8:113::1"
+	siteNodeIP   = "203.0.113.10"
+	siteNodeIP6  = "2001:db8:113::10"
 )
 
 // ip runs iproute2's ip.
@@ -43,7 +55,7 @@ func ip(args ...string) error {
 // checkSubnetFree refuses to start when a route of the machine already
 // covers a range of the cluster: the cluster would shadow it.
 func checkSubnetFree() error {
-	for family, ranges := range map[string][]string{"-4": {nodeSubnet}, "-6": {nodeSubnet6, podCIDR6, serviceCIDR6}} {
+	for family, ranges := range map[string][]string{"-4": {nodeSubnet, siteSubnet}, "-6": {nodeSubnet6, podCIDR6, serviceCIDR6, siteSubnet6}} {
 		out, err := exec.Command("ip", family, "route", "show", "table", "all").Output()
 		if err != nil {
 			return fmt.Errorf("ip %s route: %w", family, err)
@@ -100,46 +112,54 @@ func upBridge() error {
 	return ip("link", "set", bridgeName, "up")
 }
 
-// upNodeNetwork makes node's network namespace: a veth to the bridge, the
-// Service range routed to an empty bridge (the kernel has no dummy
-// interfaces) so kube-proxy's DNAT applies, and routes to the other nodes'
-// pod ranges.
+// upNodeNetwork makes node's network namespace: a veth to the bridge (to its
+// site's router, for a node of an edge site), the Service range routed to an
+// empty bridge (the kernel has no dummy interfaces) so kube-proxy's DNAT
+// applies, and routes to the other nodes' pod ranges.
 func upNodeNetwork(n *Node, peers []*Node) error {
-	host, inner := "ydh-"+n.short, "ydn-"+n.short
+	inner := "ydn-" + n.short
 	if err := ip("netns", "add", n.netns); err != nil {
 		return err
 	}
 	// Set before any link of the node exists: no link's IPv6 address is
 	// tentative (unusable for a second or two while duplicate address
 	// detection runs), and the node routes IPv6 as kubeadm requires.
-	sysctls := [][]string{
-		{"ip", "netns", "exec", n.netns, "sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0"},
-		{"ip", "netns", "exec", n.netns, "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0"},
-		{"ip", "netns", "exec", n.netns, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"},
-		{"ip", "netns", "exec", n.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+	if err := netnsSysctls(n.netns, "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.all.accept_dad=0",
+		"net.ipv6.conf.all.forwarding=1", "net.ipv4.ip_forward=1"); err != nil {
+		return err
 	}
-	for _, s := range sysctls {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %v: %s", strings.Join(s, " "), err, out)
-		}
+	var steps [][]string
+	if n.site == nil {
+		host := "ydh-" + n.short
+		steps = append(steps, []string{"link", "add", host, "type", "veth", "peer", "name", inner, "netns", n.netns},
+			[]string{"link", "set", host, "master", bridgeName},
+			[]string{"link", "set", host, "up"})
+	} else {
+		// The site's LAN: a veth from its router.
+		lan := "ydl-" + n.site.short
+		steps = append(steps, []string{"-n", n.site.netns, "link", "add", lan, "type", "veth", "peer", "name", inner, "netns", n.netns},
+			[]string{"-n", n.site.netns, "addr", "add", siteGateway + "/24", "dev", lan},
+			[]string{"-n", n.site.netns, "addr", "add", siteGateway6 + "/64", "dev", lan, "nodad"},
+			[]string{"-n", n.site.netns, "link", "set", lan, "up"})
 	}
-	steps := [][]string{
-		{"link", "add", host, "type", "veth", "peer", "name", inner, "netns", n.netns},
-		{"link", "set", host, "master", bridgeName},
-		{"link", "set", host, "up"},
-		{"-n", n.netns, "link", "set", "lo", "up"},
-		{"-n", n.netns, "addr", "add", n.IP + "/24", "dev", inner},
-		{"-n", n.netns, "addr", "add", n.IP6 + "/64", "dev", inner, "nodad"},
-		{"-n", n.netns, "link", "set", inner, "up"},
-		{"-n", n.netns, "link", "add", "svc0", "type", "bridge"},
-		{"-n", n.netns, "link", "set", "svc0", "up"},
-		{"-n", n.netns, "route", "add", serviceCIDR, "dev", "svc0"},
-		{"-n", n.netns, "-6", "route", "add", serviceCIDR6, "dev", "svc0"},
+	steps = append(steps,
+		[]string{"-n", n.netns, "link", "set", "lo", "up"},
+		[]string{"-n", n.netns, "addr", "add", n.IP + "/24", "dev", inner},
+		[]string{"-n", n.netns, "addr", "add", n.IP6 + "/64", "dev", inner, "nodad"},
+		[]string{"-n", n.netns, "link", "set", inner, "up"},
+		[]string{"-n", n.netns, "link", "add", "svc0", "type", "bridge"},
+		[]string{"-n", n.netns, "link", "set", "svc0", "up"},
+		[]string{"-n", n.netns, "route", "add", serviceCIDR, "dev", "svc0"},
+		[]string{"-n", n.netns, "-6", "route", "add", serviceCIDR6, "dev", "svc0"},
+	)
+	if n.site != nil {
+		// The cloud only through the router, which masquerades the site.
+		steps = append(steps, []string{"-n", n.netns, "route", "add", nodeSubnet, "via", siteGateway},
+			[]string{"-n", n.netns, "-6", "route", "add", nodeSubnet6, "via", siteGateway6})
 	}
 	for _, p := range peers {
 		if p != n {
-			steps = append(steps, []string{"-n", n.netns, "route", "add", p.PodCIDR, "via", p.IP},
-				[]string{"-n", n.netns, "-6", "route", "add", p.PodCIDR6, "via", p.IP6})
+			steps = append(steps, podRoutes(n.netns, p, n.gatewayTo(p))...)
 		}
 	}
 	for _, s := range steps {
@@ -147,11 +167,48 @@ func upNodeNetwork(n *Node, peers []*Node) error {
 			return err
 		}
 	}
-	// The root namespace's end of the veth is a bridge port, no more.
-	if out, err := exec.Command("sysctl", "-qw", "net.ipv6.conf."+host+".disable_ipv6=1").CombinedOutput(); err != nil {
-		return fmt.Errorf("sysctl: %v: %s", err, out)
+	if n.site == nil {
+		// The root namespace's end of the veth is a bridge port, no more.
+		if out, err := exec.Command("sysctl", "-qw", "net.ipv6.conf.ydh-"+n.short+".disable_ipv6=1").CombinedOutput(); err != nil {
+			return fmt.Errorf("sysctl: %v: %s", err, out)
+		}
 	}
 	return nil
+}
+
+// netnsSysctls sets kernel settings in a network namespace.
+func netnsSysctls(netns string, settings ...string) error {
+	for _, s := range settings {
+		if out, err := exec.Command("ip", "netns", "exec", netns, "sysctl", "-qw", s).CombinedOutput(); err != nil {
+			return fmt.Errorf("sysctl %s in %s: %v: %s", s, netns, err, out)
+		}
+	}
+	return nil
+}
+
+// podRoutes are ip's arguments that route p's pod ranges in netns via the
+// gateway of each family.
+func podRoutes(netns string, p *Node, via [2]string) [][]string {
+	return [][]string{{"-n", netns, "route", "add", p.PodCIDR, "via", via[0]}, {"-n", netns, "-6", "route", "add", p.PodCIDR6, "via", via[1]}}
+}
+
+// reachableAt is where the node network reaches p's pods: p's own address,
+// or its site router's, which routes the pod ranges as a site-to-site VPN
+// (Raven's gateway) would while it masquerades the node addresses.
+func (p *Node) reachableAt() [2]string {
+	if p.site != nil {
+		return [2]string{p.site.outside, p.site.outside6}
+	}
+	return [2]string{p.IP, p.IP6}
+}
+
+// gatewayTo is where n sends packets for p's pods: a site's node sends
+// everything to its router.
+func (n *Node) gatewayTo(p *Node) [2]string {
+	if n.site != nil {
+		return [2]string{siteGateway, siteGateway6}
+	}
+	return p.reachableAt()
 }
 
 // RefuseFromOutside makes the node refuse TCP connections to ports from

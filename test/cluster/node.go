@@ -34,7 +34,11 @@ type Node struct {
 	PodCIDR, PodCIDR6 string
 	// Edge nodes carry openyurt.io/is-edge-worker=true.
 	Edge bool
+	// ControlPlane nodes run kube-apiserver, etcd and the rest (kubeadm init
+	// or join --control-plane).
+	ControlPlane bool
 
+	site  *site // nil on the cloud's network
 	c     *Cluster
 	short string // for interface names (15 bytes at most)
 	// registeredAs is the node's name in the cluster when a JoinAs gave it
@@ -218,8 +222,23 @@ const stubResolverCorefile = `.:53 {
 }
 `
 
+// controlPlaneImages are kubeadm's images that only a control-plane node
+// runs (in the archive names imageArchive gives them).
+var controlPlaneImages = []string{"_kube-apiserver_", "_kube-controller-manager_", "_kube-scheduler_", "_etcd_"}
+
+// imagesFor are the archives node n imports: a node that is not a
+// control-plane node leaves out the control plane's.
+func imagesFor(n *Node, archives []string) []string {
+	if n.ControlPlane {
+		return archives
+	}
+	return slices.DeleteFunc(slices.Clone(archives), func(a string) bool {
+		return slices.ContainsFunc(controlPlaneImages, func(s string) bool { return strings.Contains(filepath.Base(a), s) })
+	})
+}
+
 // startRuntime starts the node's stub resolver and containerd, and imports
-// the images.
+// the images the node runs.
 func (n *Node) startRuntime(images []string, sandboxImage string) error {
 	corefile := filepath.Join(n.dir, "stub-resolver.Corefile")
 	if err := os.WriteFile(corefile, []byte(fmt.Sprintf(stubResolverCorefile, n.IP)), 0o644); err != nil {
@@ -243,7 +262,7 @@ func (n *Node) startRuntime(images []string, sandboxImage string) error {
 	if err := n.startContainerd(); err != nil {
 		return err
 	}
-	return n.ImportImages(images...)
+	return n.ImportImages(imagesFor(n, images)...)
 }
 
 // startContainerd starts the node's containerd and waits until it answers.

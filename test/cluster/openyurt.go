@@ -170,8 +170,8 @@ func (c *Cluster) startTunnel(ctx context.Context) error {
 	return nil
 }
 
-// waitTunnelPath waits until kubectl logs of the agent on the edge node
-// works through the tunnel. Once in seven runs here every request through
+// waitTunnelPath waits until kubectl logs of the agent on worker-1 works
+// (the sites' nodes are out of the apiserver's reach until install). Once in seven runs here every request through
 // the tunnel was refused by the kubelet (401) for the cluster's whole life;
 // a new yurt-tunnel-server pod is made once if so. It only logs when the
 // path never works: the tests that use it say what fails.
@@ -179,8 +179,11 @@ func (c *Cluster) waitTunnelPath(ctx context.Context) {
 	start, restarted := time.Now(), false
 	var err error
 	for time.Since(start) < 3*time.Minute {
-		if _, err = c.Kubectl(ctx, "-n", "kube-system", "logs", "-l", "k8s-app=yurt-tunnel-agent", "--tail=1"); err == nil {
-			return
+		var pod string
+		if pod, err = c.Kubectl(ctx, "-n", "kube-system", "get", "pods", "-l", "k8s-app=yurt-tunnel-agent", "--field-selector", "spec.nodeName=worker-1", "-o", "name"); err == nil {
+			if _, err = c.Kubectl(ctx, "-n", "kube-system", "logs", strings.TrimSpace(pod), "--tail=1"); err == nil {
+				return
+			}
 		}
 		if !restarted && time.Since(start) > time.Minute {
 			c.logf("kubectl logs through the tunnel still fails after 1m (%v): a new yurt-tunnel-server pod", err)

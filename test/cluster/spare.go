@@ -97,10 +97,14 @@ func (c *Cluster) addMachine(n *Node) (*Node, error) {
 		return nil, err
 	}
 	for _, p := range c.Nodes {
-		if err := ip("-n", p.netns, "route", "add", n.PodCIDR, "via", n.IP); err != nil {
-			return nil, err
+		for _, r := range podRoutes(p.netns, n, p.gatewayTo(n)) {
+			if err := ip(r...); err != nil {
+				return nil, err
+			}
 		}
-		if err := ip("-n", p.netns, "-6", "route", "add", n.PodCIDR6, "via", n.IP6); err != nil {
+	}
+	for _, s := range c.sites {
+		if err := s.routePods(n); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,7 @@
 //	probe fetch    URL                            (GET, any certificate; prints the body)
 //	probe watch-dns --server IP:53 --names a,b,... --want IP
 //	                (asks for each name in turn every 10 ms; prints "NAME UNIXNANO" when it answers want)
+//	probe node [--stay]                           (prints "running on node $NODE_NAME"; --stay: then sleeps)
 package main
 
 import (
@@ -24,7 +25,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: probe exporter|fetch|watch-dns ...")
+		fmt.Fprintln(os.Stderr, "usage: probe exporter|fetch|watch-dns|node ...")
 		os.Exit(2)
 	}
 	var err error
@@ -35,6 +36,14 @@ func main() {
 		err = fetch(os.Args[2:])
 	case "watch-dns":
 		err = watchDNS(os.Args[2:])
+	case "node":
+		// What kubectl logs and exec show of a pod: the node it runs on
+		// (NODE_NAME, from the downward API), so a request that reached the
+		// wrong node shows it.
+		fmt.Printf("running on node %s\n", os.Getenv("NODE_NAME"))
+		if slices.Contains(os.Args[2:], "--stay") {
+			select {}
+		}
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}

@@ -61,7 +61,11 @@ func TestKubeadmUpgrade(t *testing.T) {
 		t.Logf("%s took %s", strings.Join(args, " "), time.Since(started).Round(100*time.Millisecond))
 	}
 	images := []string{"--coredns-image", e.coreDNSImage, "--sync-image", e.syncImage}
+	// The earlier version patched every control-plane node at once: its
+	// figures are logged, not held to this version's.
+	api := startAPIProbe(t)
 	install(e.bin, append([]string{"install", "--control-plane-jobs"}, images...)...)
+	api.report(t, "install of "+earlierCommit)
 	probes.finish(t, "install of "+earlierCommit+", asked from pods made before it")
 	nodeNames := startUpgradeProbes(before)
 	install(e.bin, append([]string{"install", "--control-plane-jobs", "--node-local-dns"}, images...)...)
@@ -74,11 +78,13 @@ func TestKubeadmUpgrade(t *testing.T) {
 		probes := startUpgradeProbes(before)
 		static := staticPodHashes(t)
 		localPods := podUIDs(t, after)
+		api := startAPIProbe(t)
 		started := time.Now()
 		if _, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns"); err != nil {
 			t.Fatalf("install over %s: %v", earlierCommit, err)
 		}
 		took := time.Since(started)
+		api.finish(t, "yurtdns upgraded from "+earlierCommit)
 		probes.finish(t, "yurtdns upgraded from "+earlierCommit+", asked from pods made before install")
 		t.Logf("install of this version over %s's took %s", earlierCommit, took.Round(100*time.Millisecond))
 		checkSelfUpgrade(t, static, localPods)
@@ -92,14 +98,16 @@ func TestKubeadmUpgrade(t *testing.T) {
 
 	t.Run("kubeadm upgrade as the README gives it", func(t *testing.T) {
 		probes := startUpgradeProbes(before)
+		api := startAPIProbe(t)
 		upgrade(t)
+		checkOneControlPlaneNodeAtATime(t, api.finish(t, "the documented upgrade"), "the documented upgrade")
 		probes.finish(t, "the documented upgrade, asked from pods made before install")
 		checkUpgradeKeptInstall(t)
 	})
 
-	t.Run("the plain kubeadm upgrade, then install", func(t *testing.T) {
+	t.Run("a plain kubeadm upgrade on master-2 alone, then install", func(t *testing.T) {
 		// The operator's own patches directory, without install's patch.
-		m := kc.Master()
+		m := kc.Node("master-2")
 		plain := filepath.Join(filepath.Dir(cluster.KubeadmPatchesDir), "patches-operator")
 		hostPatches, hostPlain := inNode(m, cluster.KubeadmPatchesDir), inNode(m, plain)
 		if err := os.MkdirAll(hostPlain, 0o755); err != nil {
@@ -122,22 +130,34 @@ func TestKubeadmUpgrade(t *testing.T) {
 			}
 		}
 		probes := startUpgradeProbes(before)
+		api := startAPIProbe(t)
 		started := time.Now()
-		if out, err := m.Run(ctx, kc.Kubeadm(cluster.KubernetesVersion), "upgrade", "apply", cluster.KubernetesVersion,
-			"--yes", "--force", "--patches", plain, "--ignore-preflight-errors", "SystemVerification"); err != nil {
-			t.Fatalf("kubeadm upgrade apply without install's patch: %v\n%s", err, out)
+		if out, err := m.Run(ctx, kc.Kubeadm(cluster.KubernetesVersion), "upgrade", "node",
+			"--patches", plain, "--ignore-preflight-errors", "SystemVerification"); err != nil {
+			t.Fatalf("kubeadm upgrade node on master-2 without install's patch: %v\n%s", err, out)
 		}
-		t.Logf("plain kubeadm upgrade apply on master-1 took %s", time.Since(started).Round(100*time.Millisecond))
+		t.Logf("plain kubeadm upgrade node on master-2 took %s", time.Since(started).Round(100*time.Millisecond))
 		out, err := runSync(t, "status")
-		if err == nil || !regexp.MustCompile(`control-plane\s+drifted \(undone since install .*kube-apiserver-master-1 runs dnsPolicy ClusterFirst`).MatchString(out) {
-			t.Errorf("status after a plain upgrade must name what it undid (exit %v):\n%s", err, out)
+		if err == nil || !regexp.MustCompile(`control-plane\s+drifted \(undone since install .*kube-apiserver-master-2 runs dnsPolicy ClusterFirst`).MatchString(out) ||
+			strings.Contains(out, "kube-apiserver-master-1 runs") || strings.Contains(out, "kube-apiserver-master-3 runs") {
+			t.Errorf("status after a plain upgrade on master-2 must name master-2's kube-apiserver, and it alone (exit %v):\n%s", err, out)
+		}
+		// check names the node whose kube-apiserver lacks the edits the
+		// others have: a fault only a cluster of several has.
+		out, err = runSync(t, "check")
+		if line := firstMatch(out, regexp.MustCompile(`kube-apiserver-master-2`)); err == nil || !strings.Contains(line, "fail") {
+			t.Errorf("check after a plain upgrade on master-2 must fail naming master-2 (exit %v):\n%s", err, out)
 		}
 		started = time.Now()
-		if out, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns"); err != nil || !strings.Contains(out, "[control-plane] applied again, kube-apiserver-master-1 runs dnsPolicy ClusterFirst") {
+		if out, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns"); err != nil || !strings.Contains(out, "[control-plane] applied again, kube-apiserver-master-2 runs dnsPolicy ClusterFirst") {
 			t.Errorf("install after the plain upgrade (%v):\n%s", err, out)
 		}
 		t.Logf("install after the plain upgrade took %s", time.Since(started).Round(100*time.Millisecond))
+		if out, err := runSync(t, "check"); err != nil || strings.Contains(out, "kube-apiserver-master-2") {
+			t.Errorf("check after install restored master-2 must pass (exit %v):\n%s", err, out)
+		}
 		checkSyncNotRestarted(t, "the plain kubeadm upgrade and install")
+		checkOneControlPlaneNodeAtATime(t, api.finish(t, "the plain upgrade on master-2 and install"), "the plain upgrade on master-2 and install")
 		probes.finish(t, "the plain upgrade and install, asked from pods made before install")
 		checkUpgradeKeptInstall(t)
 	})
@@ -149,26 +169,31 @@ func TestKubeadmUpgrade(t *testing.T) {
 	// (169.254.20.10 alone, switched again to both families since) keep
 	// asking there: revert hands the addresses to the leftover forwarder.
 	probes = startProbe("", probeName, "", askers(slices.Concat(before, after)))
+	api = startAPIProbe(t)
 	out, err := runSync(t, "revert")
 	if err != nil {
 		t.Fatalf("revert after the upgrade: %v", err)
 	}
+	checkOneControlPlaneNodeAtATime(t, api.finish(t, "revert after the upgrades"), "revert after the upgrades")
 	probes.finish(t, "revert, asked from pods made before install and from those made under "+earlierCommit+"'s node-local DNS")
 	checkLeftover(t, out, after)
 	checkRevertedAsKubeadmRenders(t, testStarted)
 }
 
-// staticPodHashes are the config hashes the kubelet gives master-1's static
-// pods' mirror pods: a hash changes when the pod restarts with a new manifest.
+// staticPodHashes are the config hashes the kubelets give the control-plane
+// nodes' static pods' mirror pods: a hash changes when the pod restarts with
+// a new manifest.
 func staticPodHashes(t *testing.T) map[string]string {
 	t.Helper()
 	hashes := map[string]string{}
-	for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		p, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), c+"-master-1", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+	for _, n := range kc.ControlPlanes() {
+		for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+			p, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), c+"-"+n.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hashes[p.Name] = p.Annotations["kubernetes.io/config.hash"]
 		}
-		hashes[p.Name] = p.Annotations["kubernetes.io/config.hash"]
 	}
 	return hashes
 }
@@ -404,17 +429,18 @@ func lastExit(c corev1.ContainerStatus) string {
 // install's flags, kubelet-config's clusterDNS back on kube-dns.
 func checkRevertedAsKubeadmRenders(t *testing.T, testStarted time.Time) {
 	ctx := context.Background()
-	m := kc.Master()
-	out, err := m.Run(ctx, kc.Kubeadm(cluster.KubernetesVersion), "upgrade", "diff", cluster.KubernetesVersion)
-	if err != nil || regexp.MustCompile(`(?m)^[-+]\s`).MatchString(out) {
-		t.Errorf("kubeadm upgrade diff after revert: the manifests are not as kubeadm %s renders them (%v):\n%s", cluster.KubernetesVersion, err, out)
-	}
-	manifest, err := os.ReadFile(filepath.Join(m.StateDir("etc/kubernetes"), "manifests", "kube-apiserver.yaml"))
-	if err != nil || strings.Contains(string(manifest), "dnsPolicy") || !strings.Contains(string(manifest), "kube-apiserver:"+cluster.KubernetesVersion) {
-		t.Errorf("kube-apiserver.yaml after revert (%v):\n%s", err, manifest)
-	}
-	if _, err := os.Stat(filepath.Join(inNode(m, cluster.KubeadmPatchesDir), staticpod.KubeadmPatchFile)); !os.IsNotExist(err) {
-		t.Errorf("install's kubeadm patch after revert: %v", err)
+	for _, m := range kc.ControlPlanes() {
+		out, err := m.Run(ctx, kc.Kubeadm(cluster.KubernetesVersion), "upgrade", "diff", cluster.KubernetesVersion)
+		if err != nil || regexp.MustCompile(`(?m)^[-+]\s`).MatchString(out) {
+			t.Errorf("kubeadm upgrade diff on %s after revert: the manifests are not as kubeadm %s renders them (%v):\n%s", m.Name, cluster.KubernetesVersion, err, out)
+		}
+		manifest, err := os.ReadFile(filepath.Join(m.StateDir("etc/kubernetes"), "manifests", "kube-apiserver.yaml"))
+		if err != nil || strings.Contains(string(manifest), "dnsPolicy") || !strings.Contains(string(manifest), "kube-apiserver:"+cluster.KubernetesVersion) {
+			t.Errorf("kube-apiserver.yaml on %s after revert (%v):\n%s", m.Name, err, manifest)
+		}
+		if _, err := os.Stat(filepath.Join(inNode(m, cluster.KubeadmPatchesDir), staticpod.KubeadmPatchFile)); !os.IsNotExist(err) {
+			t.Errorf("install's kubeadm patch on %s after revert: %v", m.Name, err)
+		}
 	}
 	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, kubeadmconfig.ConfigMap, metav1.GetOptions{})
 	if err != nil {

@@ -287,13 +287,15 @@ func kubeadmState(t *testing.T) map[string]string {
 		}
 		state["kubelet/"+n.Name] = fmt.Sprintf("sha256 %x, %d bytes", sha256.Sum256(data), len(data))
 	}
-	manifests, _ := filepath.Glob(filepath.Join(kc.Master().StateDir("etc/kubernetes"), "manifests", "*"))
-	for _, m := range manifests {
-		data, err := os.ReadFile(m)
-		if err != nil {
-			t.Fatal(err)
+	for _, n := range kc.ControlPlanes() {
+		manifests, _ := filepath.Glob(filepath.Join(n.StateDir("etc/kubernetes"), "manifests", "*"))
+		for _, m := range manifests {
+			data, err := os.ReadFile(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			state["manifest/"+n.Name+"/"+filepath.Base(m)] = fmt.Sprintf("sha256 %x, %d bytes", sha256.Sum256(data), len(data))
 		}
-		state["manifest/"+filepath.Base(m)] = fmt.Sprintf("sha256 %x, %d bytes", sha256.Sum256(data), len(data))
 	}
 	return state
 }

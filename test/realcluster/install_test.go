@@ -33,13 +33,16 @@ func TestInstallAndRevert(t *testing.T) {
 	monitorsBefore := serviceMonitors(t)
 
 	probes := probeSet{startDNSProbe(kc.Nodes), startDNSProbeOf(cluster.KubeDNSIP6(), probeName, "", kc.Nodes)}
+	api := startAPIProbe(t)
 	started := time.Now()
 	out, err := runSync(t, "install", "--control-plane-jobs")
 	probes.finish(t, "install")
+	installAPI := api.finish(t, "install")
 	if err != nil {
 		t.Fatalf("install: %v", err)
 	}
 	t.Logf("install took %s", time.Since(started).Round(100*time.Millisecond))
+	t.Run("control-plane nodes patched one at a time", func(t *testing.T) { checkOneControlPlaneNodeAtATime(t, installAPI, "install") })
 
 	t.Run("image swap", func(t *testing.T) { checkImageSwap(t) })
 	t.Run("the sync rode out kube-apiserver's restart", func(t *testing.T) { checkSyncNotRestarted(t, "install's control-plane step") })
@@ -54,9 +57,12 @@ func TestInstallAndRevert(t *testing.T) {
 		checkStaticPod(t, "kube-apiserver", "--kubelet-preferred-address-types=Hostname,InternalIP,ExternalIP")
 	})
 	t.Run("kube-controller-manager left alone on OpenYurt v1.7.0", func(t *testing.T) {
-		const kcm = "manifest/kube-controller-manager.yaml"
-		if now := kubeadmState(t)[kcm]; now != before[kcm] {
-			t.Errorf("kube-controller-manager's manifest changed: %s, before install %s", now, before[kcm])
+		now := kubeadmState(t)
+		for _, n := range kc.ControlPlanes() {
+			kcm := "manifest/" + n.Name + "/kube-controller-manager.yaml"
+			if now[kcm] != before[kcm] {
+				t.Errorf("kube-controller-manager's manifest on %s changed: %s, before install %s", n.Name, now[kcm], before[kcm])
+			}
 		}
 		if !strings.Contains(out, "kube-controller-manager left as it is: OpenYurt v1.7.0") {
 			t.Errorf("the control-plane step does not say why it left kube-controller-manager; install said:\n%s", out)
@@ -67,6 +73,7 @@ func TestInstallAndRevert(t *testing.T) {
 	t.Run("node names in both families", func(t *testing.T) { checkBothFamilies(t) })
 	t.Run("node names from the apiserver's view", func(t *testing.T) { checkAPIServerView(t) })
 	t.Run("the tunnel path", func(t *testing.T) { checkTunnelPath(t) })
+	t.Run("every apiserver reaches each site's node by name", func(t *testing.T) { checkEveryAPIServerReachesTheSites(t) })
 	t.Run("node names from every control-plane node's own resolver", func(t *testing.T) {
 		// master-1's /etc/hosts names it on 127.0.1.1 too (as Debian's
 		// installer writes it), so its own resolver, as kube-apiserver's,

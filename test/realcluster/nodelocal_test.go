@@ -336,13 +336,15 @@ func checkLeftover(t *testing.T, out string, stranded []podNetns) {
 	t.Logf("the leftover forwarder went %s after the last pod resolving at %s", time.Since(started).Round(100*time.Millisecond), nodelocal.Address)
 }
 
-// cutOff drops, in a's network namespace, everything to and from b and b's
-// pods, in both families (an edge node whose link to the cloud is down);
-// the returned func puts the link back.
-func cutOff(t testing.TB, a, b *cluster.Node) func() {
+// cutOff drops, in a's network namespace, everything to and from the
+// cloud: its nodes and their pods, and the control-plane endpoint, in both
+// families (an edge node whose link to the cloud is down); the returned
+// func puts the link back.
+func cutOff(t testing.TB, a *cluster.Node) func() {
 	t.Helper()
 	var rules [][]string // the iptables binary of the family, then the rule
-	for cmd, nets := range map[string][]string{"iptables": {b.IP, b.PodCIDR}, "ip6tables": {b.IP6, b.PodCIDR6}} {
+	v4, v6 := kc.CloudNets()
+	for cmd, nets := range map[string][]string{"iptables": v4, "ip6tables": v6} {
 		for _, net := range nets {
 			rules = append(rules, []string{cmd, "OUTPUT", "-d", net}, []string{cmd, "INPUT", "-s", net}, []string{cmd, "FORWARD", "-d", net}, []string{cmd, "FORWARD", "-s", net})
 		}

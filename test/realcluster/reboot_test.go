@@ -95,7 +95,7 @@ func rebootWhileCutOff(t testing.TB, pod, resolver string, want map[string]strin
 	ctx := context.Background()
 	worker := kc.Node("worker-1")
 	var fig rebootFigures
-	restore := cutOff(t, worker, kc.Master())
+	restore := cutOff(t, worker)
 	linked := false
 	defer func() {
 		if !linked {

@@ -367,7 +367,7 @@ func activeAlerts() ([]promAlert, error) {
 // YurtDNSNodeLocalCacheUnobserved pending (info) instead.
 func checkEdgeAwareAlerts(t *testing.T) {
 	ctx := context.Background()
-	master, worker, cloud := kc.Master(), kc.Node("worker-1"), kc.Node(cluster.CloudWorkerName)
+	master, worker := kc.Master(), kc.Node("worker-1")
 	if alerts, err := activeAlerts(); err != nil || len(alerts) > 0 {
 		t.Fatalf("before the faults, alerts %v (%v), want none", alerts, err)
 	}
@@ -391,7 +391,7 @@ func checkEdgeAwareAlerts(t *testing.T) {
 	}
 	defer syscall.Kill(pid, syscall.SIGCONT)
 	cut := time.Now()
-	links := []func(){cutOff(t, master, worker), cutOff(t, cloud, worker)}
+	links := []func(){cutOff(t, worker)}
 	linkBack := func() {
 		for _, l := range links {
 			l()
