@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +45,30 @@ func TestLongStepSaysItIsStillRunning(t *testing.T) {
 				t.Errorf("%d progress lines, want at least %d, and the step's line last:\n%s", lines, tc.wantLines, text)
 			}
 		})
+	}
+}
+
+// A step that says what it is at has it on its progress lines, from then on.
+func TestLongStepSaysWhatItIsAt(t *testing.T) {
+	defer func(i time.Duration) { progressInterval = i }(progressInterval)
+	progressInterval = 50 * time.Millisecond
+	var out lockedBuffer
+	step := Step{Name: "slow", Install: func(_ context.Context, _ *Env, ss *StepState) (Result, error) {
+		time.Sleep(3 * progressInterval / 2)
+		ss.Doing("patch Job on master-2")
+		time.Sleep(3 * progressInterval)
+		return Result{Summary: "done"}, nil
+	}}
+	r := Runner{Steps: []Step{step}, Preflight: func(context.Context, *Env, io.Writer) error { return nil }}
+	env := &Env{Client: fake.NewClientBuilder().Build(), Options: Options{Timeout: time.Second}}
+	if err := r.Install(context.Background(), env, &out); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	before, _, _ := strings.Cut(text, ": patch Job on master-2\n")
+	if !regexp.MustCompile(`(?m)^  slow: still running \([^)]*\)$`).MatchString(before) || strings.Contains(before, "master-2") ||
+		strings.Count(text, ": patch Job on master-2\n") < 2 || !strings.HasSuffix(text, "[slow] done\n") {
+		t.Errorf("want a plain progress line, then ones ending ': patch Job on master-2', then the step's line:\n%s", text)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/version"
@@ -113,12 +114,26 @@ func skippedByFlag(name string) func(context.Context, *Env, *StepState) (Result,
 // ("step", "reverting step").
 func runStep(ctx context.Context, env *Env, out io.Writer, name string, run func(context.Context, *Env, *StepState) (Result, error),
 	ss *StepState, what string) (Result, error) {
+	var mu sync.Mutex
+	var doing string
+	ss.doing = func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		doing = what
+	}
 	// Indented, not "[name] ": scripts take that line for the step's end.
 	stop := Heartbeat(progressInterval, func(elapsed time.Duration) {
-		fmt.Fprintf(out, "  %s: still running (%s)\n", name, elapsed)
+		mu.Lock()
+		at := doing
+		mu.Unlock()
+		if at != "" {
+			at = ": " + at
+		}
+		fmt.Fprintf(out, "  %s: still running (%s)%s\n", name, elapsed, at)
 	})
 	res, err := run(ctx, env, ss)
 	stop()
+	ss.doing = nil
 	if err != nil {
 		return Result{}, fmt.Errorf("%s %s: %w", what, name, err)
 	}

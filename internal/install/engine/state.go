@@ -94,6 +94,16 @@ type StepState struct {
 	Records map[string]Record `json:"records,omitempty"`
 	// persist saves the whole state; steps call it before each write.
 	Persist func(context.Context) error `json:"-"`
+	// doing, set while the runner runs the step, takes what Doing says.
+	doing func(what string)
+}
+
+// Doing says what a long step is at now ("patch Job on master-2"): its
+// progress lines name it after the time.
+func (s *StepState) Doing(what string) {
+	if s.doing != nil {
+		s.doing(what)
+	}
 }
 
 // state is the whole state ConfigMap, one JSON value per step.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/yurtdns/yurtdns/internal/install/engine"
 	"github.com/yurtdns/yurtdns/internal/install/kube"
@@ -19,7 +20,8 @@ import (
 )
 
 // The control-plane step with --control-plane-jobs: a Job on each
-// control-plane node runs `patch-manifests` (or its revert) there.
+// control-plane node runs `patch-manifests` (or its revert) there, one node
+// at a time.
 
 // On a control-plane node the Jobs mount the host's /etc/kubernetes, so the
 // backups sit next to the manifests directory, on the same filesystem.
@@ -56,8 +58,11 @@ func manifestJob(node, action, image, patchesDir string, keepNodeLifecycle bool,
 		Container: "patch-manifests", Image: image, Args: args, HostDir: hostKubernetesDir, Mount: jobMount}.Job()
 }
 
-// runManifestJobs creates a Job per control-plane node and waits for all
-// to complete.
+// runManifestJobs runs the Job of each control-plane node, one node at a
+// time in ControlPlaneNodes' order: the next node's Job is created once the
+// last one completed and its node's kube-apiserver serves and etcd is
+// healthy again, so that on several control-plane nodes the others keep
+// the API up. A node that fails stops it there, the later ones untouched.
 func runManifestJobs(ctx context.Context, env *engine.Env, ss *engine.StepState, action string, keepNodeLifecycle bool) (engine.Result, error) {
 	nodes, err := kube.ControlPlaneNodes(ctx, env)
 	if err != nil {
@@ -90,37 +95,38 @@ func runManifestJobs(ctx context.Context, env *engine.Env, ss *engine.StepState,
 		}
 	}
 	var res engine.Result
-	var jobs []*unstructured.Unstructured
-	for _, n := range nodes {
+	var done []string
+	for i, n := range nodes {
 		job := kube.ToUnstructured(manifestJob(n, action, image, patchesDir, keepNodeLifecycle, env.Options), "batch/v1", "Job")
-		if !env.Options.DryRun {
-			// One that ran before (failed, or done before a kubeadm upgrade
-			// undid its work) runs anew.
-			if err := kube.DeleteFinishedJob(ctx, env, job.GetName()); err != nil {
+		if env.Options.DryRun {
+			created, diff, err := kube.EnsureCreated(ctx, env, ss, job)
+			if err != nil {
 				return engine.Result{}, err
 			}
+			if created {
+				res.Changed = true
+				res.Diffs = append(res.Diffs, diff)
+			}
+			continue
 		}
-		created, diff, err := kube.EnsureCreated(ctx, env, ss, job)
-		if err != nil {
-			return engine.Result{}, err
-		}
+		ss.Doing(fmt.Sprintf("%s Job on %s (node %d of %d)", action, n, i+1, len(nodes)))
+		took, created, diff, err := runManifestJob(ctx, env, ss, n, job)
 		if created {
 			res.Changed = true
 			res.Diffs = append(res.Diffs, diff)
 		}
-		jobs = append(jobs, job)
+		if err != nil {
+			return engine.Result{}, nodeFailed(action, n, err, done, nodes[i+1:])
+		}
+		done = append(done, n+" ("+took+")")
 	}
-	res.Summary = fmt.Sprintf("%s Job on %s", action, strings.Join(nodes, ", "))
 	if env.Options.DryRun {
+		res.Summary = fmt.Sprintf("%s Job on %s, one node at a time", action, strings.Join(nodes, ", "))
 		return res, nil
 	}
-	for _, j := range jobs {
-		if err := kube.WaitJobComplete(ctx, env, j.GetName()); err != nil {
-			return engine.Result{}, err
-		}
-	}
-	// Each Job waited for its node's kubelet; the apiserver this client
-	// reaches may be a restarted one.
+	res.Summary = fmt.Sprintf("%s Job on %s", action, strings.Join(done, ", "))
+	// Each node's apiserver served; the one this client reaches may be
+	// another (a load balancer's pick), or restarted since.
 	if err := kube.WaitAPIServerReady(ctx, env); err != nil {
 		return engine.Result{}, err
 	}
@@ -137,6 +143,53 @@ func runManifestJobs(ctx context.Context, env *engine.Env, ss *engine.StepState,
 	}
 	res.Summary += ": completed"
 	return res, nil
+}
+
+// runManifestJob runs one node's Job and waits for the node to serve again;
+// took says what was waited for and how long it all took
+// ("kube-apiserver serving, etcd healthy after 41s").
+func runManifestJob(ctx context.Context, env *engine.Env, ss *engine.StepState, node string, job *unstructured.Unstructured) (took string, created bool, diff string, err error) {
+	start := time.Now()
+	// Read before the Job restarts anything: the mirror pods there now.
+	health, err := kube.ReadControlPlaneNodeHealth(ctx, env, node)
+	if err != nil {
+		return "", false, "", err
+	}
+	// One that ran before (failed, or done before a kubeadm upgrade undid
+	// its work) runs anew.
+	if err := kube.DeleteFinishedJob(ctx, env, job.GetName()); err != nil {
+		return "", false, "", err
+	}
+	created, diff, err = kube.EnsureCreated(ctx, env, ss, job)
+	if err != nil {
+		return "", false, "", err
+	}
+	if err := kube.WaitJobComplete(ctx, env, job.GetName()); err != nil {
+		return "", created, diff, err
+	}
+	if len(health.MirrorPods) > 0 {
+		ss.Doing(fmt.Sprintf("Job %s complete; waiting for %s to be Ready", job.GetName(), strings.Join(health.MirrorPods, " and ")))
+	}
+	if err := health.Wait(ctx, env); err != nil {
+		return "", created, diff, err
+	}
+	return health.After(time.Since(start)), created, diff, nil
+}
+
+// nodeFailed is the error of a node whose Job or restart failed: which node,
+// and what that leaves on the others.
+func nodeFailed(action, node string, err error, done, untouched []string) error {
+	var left []string
+	if len(done) > 0 {
+		left = append(left, "done on "+strings.Join(done, ", "))
+	}
+	if len(untouched) > 0 {
+		left = append(left, "not started on "+strings.Join(untouched, ", "))
+	}
+	if len(left) == 0 {
+		return fmt.Errorf("%s Job on %s: %w", action, node, err)
+	}
+	return fmt.Errorf("%s Job on %s: %w (%s)", action, node, err, strings.Join(left, "; "))
 }
 
 // jobImage is the image of the Jobs: for restore, --sync-image when given,
