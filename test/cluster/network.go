@@ -30,8 +30,9 @@ const (
 	kubernetesServiceIP = "10.96.0.1"
 	// loadBalancerIP is haproxy's, the control-plane endpoint: every
 	// kubeconfig's server (admin, kubelets, kube-proxy, yurthub).
-	loadBalancerIP = "198.51.100.5"
-	apiServerURL   = "https://" + loadBalancerIP + ":6443"
+	loadBalancerIP  = "198.51.100.5"
+	loadBalancerIP6 = "2001:db8:100::5"
+	apiServerURL    = "https://" + loadBalancerIP + ":6443"
 	// An edge site's network (TEST-NET-3, RFC 5737; and 2001:db8:113::/64)
 	// behind its NAT router: every site uses the same one, so the sites'
 	// nodes share one node address, as two factories' LANs both do.

@@ -108,6 +108,11 @@ func (c *Cluster) addMachine(n *Node) (*Node, error) {
 			return nil, err
 		}
 	}
+	for _, r := range podRoutes(loadBalancerNetns, n, n.reachableAt()) {
+		if err := ip(r...); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.makeCgroups(n); err != nil {
 		return nil, err
 	}

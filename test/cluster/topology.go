@@ -139,7 +139,13 @@ func (c *Cluster) startLoadBalancer() error {
 		{"link", "set", "ydh-lb", "up"},
 		{"-n", loadBalancerNetns, "link", "set", "lo", "up"},
 		{"-n", loadBalancerNetns, "addr", "add", loadBalancerIP + "/24", "dev", "ydn-lb"},
+		{"-n", loadBalancerNetns, "addr", "add", loadBalancerIP6 + "/64", "dev", "ydn-lb", "nodad"},
 		{"-n", loadBalancerNetns, "link", "set", "ydn-lb", "up"},
+	}
+	// Pods reach the control-plane endpoint from their own addresses (the
+	// CNI does not masquerade): it routes their ranges back as a node does.
+	for _, n := range c.Nodes {
+		steps = append(steps, podRoutes(loadBalancerNetns, n, n.reachableAt())...)
 	}
 	for _, st := range steps {
 		if err := ip(st...); err != nil {
@@ -273,7 +279,7 @@ func (c *Cluster) EtcdMembers(ctx context.Context) ([]string, error) {
 // nodes' (the control-plane nodes, and the cloud worker once joined) and
 // the control-plane endpoint's.
 func (c *Cluster) CloudNets() (v4, v6 []string) {
-	v4 = []string{loadBalancerIP}
+	v4, v6 = []string{loadBalancerIP}, []string{loadBalancerIP6}
 	for _, n := range c.Nodes {
 		if !n.Edge {
 			v4, v6 = append(v4, n.IP, n.PodCIDR), append(v6, n.IP6, n.PodCIDR6)

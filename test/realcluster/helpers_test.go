@@ -240,7 +240,7 @@ func firstLine(s string) string {
 
 // kubeadmState is what kubeadm made that install changes: the objects'
 // contents and the static pod manifests, compared byte for byte after revert.
-func kubeadmState(t *testing.T) map[string]string {
+func kubeadmState(t testing.TB) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	state := map[string]string{}
@@ -303,7 +303,7 @@ func kubeadmState(t *testing.T) map[string]string {
 // revertExactly runs revert with the DNS probe on, and checks that kubeadm's
 // objects and manifests are what kubeadmState read before install; it
 // returns revert's output.
-func revertExactly(t *testing.T, before map[string]string) string {
+func revertExactly(t testing.TB, before map[string]string) string {
 	t.Helper()
 	probe := startDNSProbe(kc.Nodes)
 	out, err := runSync(t, "revert")

@@ -11,8 +11,9 @@ import (
 // TestControlPlaneRollback: a kube-apiserver patch it cannot start with (a
 // flag it does not know, added through install's hidden test-only flag) is
 // rolled back like kubeadm upgrade does: the backup manifest is restored,
-// the apiserver comes back, and install exits non-zero naming it. Revert
-// then restores the rest exactly.
+// the apiserver comes back, and install exits non-zero naming it, before it
+// touches the next control-plane node. Revert then restores the rest
+// exactly.
 func TestControlPlaneRollback(t *testing.T) {
 	before := kubeadmState(t)
 	out, err := runSync(t, "install", "--control-plane-jobs", "--timeout", "60s",
@@ -22,6 +23,16 @@ func TestControlPlaneRollback(t *testing.T) {
 	}
 	if !strings.Contains(out, "kube-apiserver") || !strings.Contains(out, "restored") {
 		t.Errorf("install's error does not name kube-apiserver and its restored manifest:\n%s", out)
+	}
+	// One node at a time: the first one's failure stops the step before
+	// the others' apiservers are touched.
+	if !strings.Contains(out, "not started on master-2, master-3") {
+		t.Errorf("install's error does not say that master-2 and master-3 were left untouched:\n%s", out)
+	}
+	for _, n := range kc.ControlPlanes()[1:] {
+		if manifest := "manifest/" + n.Name + "/kube-apiserver.yaml"; kubeadmState(t)[manifest] != before[manifest] {
+			t.Errorf("%s's kube-apiserver manifest changed by an install that failed on master-1", n.Name)
+		}
 	}
 	if _, err := kc.WaitPod(t.Context(), "kube-apiserver-"+kc.Master().Name, 2*time.Minute, cluster.PodReady); err != nil {
 		t.Fatalf("kube-apiserver after the rollback: %v", err)
