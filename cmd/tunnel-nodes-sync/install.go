@@ -62,7 +62,7 @@ func (f *surgeryFlags) registerInstall(cmd *cobra.Command) {
 	fl.BoolVar(&f.opts.NodeLocalDNS, "node-local-dns", false, "Also run coredns-yurt as a node-local cache at "+nodelocal.Address.String()+
 		" (and "+nodelocal.Address6.String()+" on a cluster with IPv6 Services)"+
 		" on every node and point each node's kubelet clusterDNS at it (the node-local-dns step; revert undoes it)")
-	fl.BoolVar(&f.opts.ControlPlaneJobs, "control-plane-jobs", false, "Patch the static pod manifests with a Job on each control-plane node (instead of --manifests-dir)")
+	fl.BoolVar(&f.opts.ControlPlaneJobs, "control-plane-jobs", false, "Patch the static pod manifests with a Job on each control-plane node, one node at a time (instead of --manifests-dir)")
 	fl.StringVar(&f.opts.ManifestsDir, "manifests-dir", "", "Local static pod manifests directory for the control-plane step (on a control-plane node: /etc/kubernetes/manifests)")
 	fl.StringVar(&f.opts.BackupDir, "backup-dir", "/etc/kubernetes/yurtdns-backup", "Where manifest originals are kept; outside --manifests-dir, same filesystem")
 	fl.StringVar(&f.opts.KubeadmPatchesDir, "kubeadm-patches-dir", "", "Where the control-plane step puts its kubeadm patch (kube-apiserver's dnsPolicy), to give to every kubeadm upgrade, init and join as --patches: "+
@@ -179,7 +179,8 @@ so that install run again carries on where it stopped and revert restores exactl
 ` + install.Profiles() + `
 
 The control-plane step patches kube-apiserver and kube-controller-manager: give
---control-plane-jobs (a Job on each control-plane node) or --manifests-dir (this node's
+--control-plane-jobs (a Job on each control-plane node, one node at a time, each
+node's kube-apiserver and etcd Ready before the next) or --manifests-dir (this node's
 manifests). Without either it is skipped, recorded so, and status says how to apply it.
 
 ` + installExitCodes

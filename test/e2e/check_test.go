@@ -139,6 +139,7 @@ func TestCheckPasses(t *testing.T) {
 		"✔ profile: the cluster has the objects of --profile yurt-tunnel\n",
 		"✔ container-runtime: containerd on every node (2)\n",
 		"✔ openyurt: OpenYurt v1.7.0 (the label app.kubernetes.io/version of Deployment kube-system/yurt-manager); install leaves kube-controller-manager's node lifecycle controller on",
+		"✔ control-planes-alike: one control-plane node (master-1): nothing to compare\n",
 		"✔ yurthub: yurthub on every edge node (1)\n",
 		"✔ tunnel-service: Service kube-system/x-tunnel-server-internal-svc, ClusterIP 10.96.0.9\n",
 		"✔ tunnel-server-strategy: Deployment kube-system/yurt-tunnel-server has strategy Recreate\n",
@@ -155,7 +156,7 @@ func TestCheckPasses(t *testing.T) {
 	}
 
 	r, code, out := checkJSON(t, k.Kubeconfig, checkArgs...)
-	if code != 0 || r.Profile != layout.YurtTunnel || r.Result != preflight.Pass || len(r.Checks) != 9 {
+	if code != 0 || r.Profile != layout.YurtTunnel || r.Result != preflight.Pass || len(r.Checks) != 10 {
 		t.Errorf("check -o json: exit %d, %+v\n%s", code, r, out)
 	}
 
@@ -185,7 +186,7 @@ func TestCheckFails(t *testing.T) {
 			`kubectl -n kube-system patch deployment yurt-tunnel-server --type=merge -p '{"spec":{"strategy":{"type":"Recreate","rollingUpdate":null}}}' (or install --skip tunnel-dns)`,
 		"✖ images: " + checkSyncImage + " missing on worker-2 — on each such node: ctr -n k8s.io images import --all-platforms tunnel-nodes-sync.oci.tar",
 		"✔ container-runtime: containerd on every node (3)\n",
-		"3 of 9 checks failed: yurthub, tunnel-server-strategy, images\n",
+		"3 of 10 checks failed: yurthub, tunnel-server-strategy, images\n",
 	}
 	out, err := runSync(t, k.ControlPlane, append([]string{"check"}, checkArgs...)...)
 	if code := exitCode(t, err); code != exitCheckFailed {

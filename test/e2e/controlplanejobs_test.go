@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -48,8 +49,8 @@ func completeJobs(t *testing.T, cp *harness.ControlPlane, action string) (stop f
 
 // TestControlPlaneJobs: with --control-plane-jobs, install runs
 // patch-manifests in a Job pinned to each control-plane node (found by its
-// kube-apiserver mirror pod) with the host's /etc/kubernetes mounted;
-// revert runs the restoring Jobs and cleans both up.
+// kube-apiserver mirror pod) with the host's /etc/kubernetes mounted, one
+// node at a time; revert runs the restoring Jobs and cleans both up.
 func TestControlPlaneJobs(t *testing.T) {
 	t.Parallel()
 	k := newKubeadmCluster(t)
@@ -61,9 +62,21 @@ func TestControlPlaneJobs(t *testing.T) {
 				Labels: map[string]string{"component": "kube-apiserver", "tier": "control-plane"}},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "kube-apiserver", Image: "kube-apiserver:v1.37.1"}}},
 		}
-		if _, err := k.Client.CoreV1().Pods(tunnelnodes.Namespace).Create(ctx, mirror, metav1.CreateOptions{}); err != nil {
+		created, err := k.Client.CoreV1().Pods(tunnelnodes.Namespace).Create(ctx, mirror, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		// Ready, as its kubelet has it: install waits for that on each node
+		// before the next one's Job.
+		created.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		if _, err := k.Client.CoreV1().Pods(tunnelnodes.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One node at a time, each waited for: its kube-apiserver (no etcd
+	// mirror pod here: as with external etcd).
+	oneAtATime := func(action string) *regexp.Regexp {
+		return regexp.MustCompile(`\[control-plane\] ` + action + ` Job on master-1 \(kube-apiserver serving after \d+s\), master-2 \(kube-apiserver serving after \d+s\): completed`)
 	}
 	only := "--skip=rbac,corefile,coredns-daemonset,kube-dns-topology,kube-proxy,tunnel-dns,sync"
 	run := func(args ...string) string {
@@ -78,7 +91,7 @@ func TestControlPlaneJobs(t *testing.T) {
 	stop := completeJobs(t, k.ControlPlane, "patch")
 	out := run("install", "--control-plane-jobs", "--sync-image", "tunnel-nodes-sync:test", only)
 	stop()
-	if !strings.Contains(out, "[control-plane] patch Job on master-1, master-2: completed") {
+	if !oneAtATime("patch").MatchString(out) {
 		t.Errorf("install output:\n%s", out)
 	}
 	jobs, err := k.Client.BatchV1().Jobs(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "yurtdns.io/job=patch"})
@@ -110,7 +123,7 @@ func TestControlPlaneJobs(t *testing.T) {
 	stop = completeJobs(t, k.ControlPlane, "restore")
 	out = run("revert")
 	stop()
-	if !strings.Contains(out, "[control-plane] restore Job on master-1, master-2: completed") {
+	if !oneAtATime("restore").MatchString(out) {
 		t.Errorf("revert output:\n%s", out)
 	}
 	harness.Eventually(t, 5*time.Second, func() error {

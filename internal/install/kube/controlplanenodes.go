@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -11,6 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// ErrNoControlPlaneNode is ControlPlaneNodes finding none.
+var ErrNoControlPlaneNode = errors.New("no control-plane node found (no kube-apiserver mirror pod, no node labelled node-role.kubernetes.io/control-plane)")
 
 // ControlPlaneNodes finds the nodes running kube-apiserver or
 // kube-controller-manager (their mirror pods), else the nodes labelled
@@ -37,7 +41,7 @@ func ControlPlaneNodes(ctx context.Context, env *engine.Env) ([]string, error) {
 		}
 	}
 	if len(nodes) == 0 {
-		return nil, fmt.Errorf("no control-plane node found (no kube-apiserver mirror pod, no node labelled node-role.kubernetes.io/control-plane): use --manifests-dir on the node instead")
+		return nil, fmt.Errorf("%w: use --manifests-dir on the node instead", ErrNoControlPlaneNode)
 	}
 	slices.Sort(nodes)
 	return nodes, nil

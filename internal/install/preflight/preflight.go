@@ -81,7 +81,7 @@ type check func(context.Context, *cluster) (Result, error)
 // plans are the checks per layout, in the order they print, as
 // steps.Plan has the steps.
 var plans = map[string][]check{
-	layout.YurtTunnel: {profileFits, containerRuntime, openYurt(true), yurthub, tunnelService, tunnelServerStrategy, edgeKubeletWatchList, images, kubeadmDNS},
+	layout.YurtTunnel: {profileFits, containerRuntime, openYurt(true), controlPlanesAlike, yurthub, tunnelService, tunnelServerStrategy, edgeKubeletWatchList, images, kubeadmDNS},
 	// Raven's steps leave the control plane and kubeadm's CoreDNS alone.
 	layout.Raven: {profileFits, containerRuntime, openYurt(false), yurthub, tunnelService, edgeKubeletWatchList, images},
 }

@@ -40,6 +40,27 @@ func yurthubPod(node string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "yurt-hub-" + node, Namespace: tunnelnodes.Namespace}, Spec: corev1.PodSpec{NodeName: node}}
 }
 
+// apiserverPod is node's kube-apiserver mirror pod, as kubeadm renders it,
+// or with the given of install's edits ("flag", "dnsPolicy").
+func apiserverPod(node string, edits ...string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-" + node, Namespace: tunnelnodes.Namespace,
+		Labels: map[string]string{"component": "kube-apiserver", "tier": "control-plane"}},
+		Spec: corev1.PodSpec{NodeName: node, DNSPolicy: corev1.DNSClusterFirst, Containers: []corev1.Container{{Name: "kube-apiserver",
+			Command: []string{"kube-apiserver", "--advertise-address=192.168.0.10", "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"}}}}}
+	for _, e := range edits {
+		switch e {
+		case "flag":
+			p.Spec.Containers[0].Command[2] = "--kubelet-preferred-address-types=Hostname,InternalIP,ExternalIP"
+		case "dnsPolicy":
+			p.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+		}
+	}
+	return p
+}
+
+// installed are install's kube-apiserver edits.
+var installed = []string{"flag", "dnsPolicy"}
+
 func deployment(name string, edit ...func(*appsv1.Deployment)) *appsv1.Deployment {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tunnelnodes.Namespace}}
 	for _, e := range edit {
@@ -197,6 +218,30 @@ func TestChecks(t *testing.T) {
 		{name: "Raven's layout under yurt-tunnel hints", check: "profile", want: Warn,
 			objs:  append(replace(yurtTunnelCluster(), service(tunnelnodes.ServiceName, ""), true), configMap(tunnelnodes.RavenGlobalConfigName, nil)),
 			found: []string{"did you mean --profile raven?"}},
+		{name: "three control planes with install's edits", check: "control-planes-alike", want: Pass,
+			objs:  append(yurtTunnelCluster(), apiserverPod("master-1", installed...), apiserverPod("master-2", installed...), apiserverPod("master-3", installed...)),
+			found: []string{"the kube-apiserver of every control-plane node (3) has install's edits"}},
+		{name: "three control planes before install", check: "control-planes-alike", want: Pass,
+			objs:  append(yurtTunnelCluster(), apiserverPod("master-1"), apiserverPod("master-2"), apiserverPod("master-3")),
+			found: []string{"none of the 3 control-plane nodes' kube-apiserver has install's edits"}},
+		{name: "master-2 rendered again by a plain kubeadm upgrade", check: "control-planes-alike", want: Fail, nodes: []string{"master-2"},
+			objs: append(yurtTunnelCluster(), apiserverPod("master-1", installed...), apiserverPod("master-2"), apiserverPod("master-3", installed...)),
+			found: []string{"kube-apiserver-master-2 lacks install's edits (runs --kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname, dnsPolicy ClusterFirst) " +
+				"while master-1, master-3 have them"},
+			action: "a kubeadm upgrade without --patches rendered the static pods on master-2 again: run install --control-plane-jobs again"},
+		{name: "master-2 kept the flag from kubeadm-config but not dnsPolicy", check: "control-planes-alike", want: Fail, nodes: []string{"master-2"},
+			objs:   append(yurtTunnelCluster(), apiserverPod("master-1", installed...), apiserverPod("master-2", "flag"), apiserverPod("master-3", installed...)),
+			found:  []string{"kube-apiserver-master-2 lacks install's edits (runs dnsPolicy ClusterFirst) while master-1, master-3 have them"},
+			action: "give kubeadm upgrade --patches with install's kubeadm patches directory"},
+		{name: "two of three lacking", check: "control-planes-alike", want: Fail, nodes: []string{"master-2", "master-3"},
+			objs: append(yurtTunnelCluster(), apiserverPod("master-1", installed...), apiserverPod("master-2"), apiserverPod("master-3", "flag")),
+			found: []string{"kube-apiserver-master-2 lacks install's edits (runs --kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname, dnsPolicy ClusterFirst); " +
+				"kube-apiserver-master-3 lacks install's edits (runs dnsPolicy ClusterFirst) while master-1 has them"},
+			action: "on master-2, master-3 again"},
+		{name: "one control plane", check: "control-planes-alike", want: Pass, objs: append(yurtTunnelCluster(), apiserverPod("master-1")),
+			found: []string{"one control-plane node (master-1): nothing to compare"}},
+		{name: "no control-plane node found", check: "control-planes-alike", want: Pass, objs: yurtTunnelCluster(),
+			found: []string{"no control-plane node found"}},
 		{name: "every Raven check passes", profile: layout.Raven, objs: ravenCluster(), want: Pass},
 		{name: "Raven without raven-proxy-dns", profile: layout.Raven, check: "profile", want: Fail,
 			objs:  replace(ravenCluster(), deployment(tunnelnodes.RavenProxyDNSName), true),

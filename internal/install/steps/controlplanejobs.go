@@ -179,17 +179,14 @@ func runManifestJob(ctx context.Context, env *engine.Env, ss *engine.StepState, 
 // nodeFailed is the error of a node whose Job or restart failed: which node,
 // and what that leaves on the others.
 func nodeFailed(action, node string, err error, done, untouched []string) error {
-	var left []string
+	var left string
 	if len(done) > 0 {
-		left = append(left, "done on "+strings.Join(done, ", "))
+		left += "; done on " + strings.Join(done, ", ")
 	}
 	if len(untouched) > 0 {
-		left = append(left, "not started on "+strings.Join(untouched, ", "))
+		left += "; not started on " + strings.Join(untouched, ", ")
 	}
-	if len(left) == 0 {
-		return fmt.Errorf("%s Job on %s: %w", action, node, err)
-	}
-	return fmt.Errorf("%s Job on %s: %w (%s)", action, node, err, strings.Join(left, "; "))
+	return fmt.Errorf("%s Job on %s: %w%s", action, node, err, left)
 }
 
 // jobImage is the image of the Jobs: for restore, --sync-image when given,
