@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -262,26 +261,20 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 	}
 	images = append(append(images, openyurt...), extraImages...)
 	c.images = images
-	// master-1's containerd and images first; the other nodes' while kubeadm
-	// init runs, each join waiting for its own node's.
+	errs := make(chan error, len(c.Nodes))
+	for _, n := range c.Nodes {
+		go func() { errs <- n.startRuntime(images, sandbox) }()
+	}
+	for range c.Nodes {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	c.logf("containerd up and its images imported on each node (%d on a control-plane node)", len(images))
+	for _, n := range c.Nodes {
+		n.StartKubelet()
+	}
 	m := c.Master()
-	if err := m.startRuntime(images, sandbox); err != nil {
-		return err
-	}
-	m.StartKubelet()
-	c.logf("containerd up on %s with %d images", m.Name, len(images))
-	runtimes := map[*Node]func() error{}
-	for _, n := range c.Nodes[1:] {
-		done := make(chan error, 1)
-		go func() {
-			err := n.startRuntime(images, sandbox)
-			if err == nil {
-				n.StartKubelet()
-			}
-			done <- err
-		}()
-		runtimes[n] = sync.OnceValue(func() error { return <-done })
-	}
 	if _, err := m.Run(ctx, c.Kubeadm(m.Version()), "init", "--config", configs[m], "--upload-certs", "-v=1"); err != nil {
 		return fmt.Errorf("kubeadm init: %w", err)
 	}
@@ -297,9 +290,6 @@ func (c *Cluster) up(ctx context.Context, extraImages []string) error {
 	// The control-plane nodes join one after another (each adds an etcd
 	// member), the others beside them.
 	join := func(n *Node) error {
-		if err := runtimes[n](); err != nil {
-			return err
-		}
 		if _, err := n.Run(ctx, c.Kubeadm(n.Version()), "join", "--config", configs[n], "-v=1"); err != nil {
 			return fmt.Errorf("kubeadm join %s: %w", n.Name, err)
 		}

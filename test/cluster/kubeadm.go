@@ -59,9 +59,15 @@ networking:
   dnsDomain: cluster.local
 apiServer:
   certSANs: [{{lb}}, 127.0.0.1]
+  # Behind a load balancer (kubernetes/kubeadm docs/ha-considerations.md):
+  # a stopping apiserver fails /readyz at once but serves on for 5 s, so
+  # haproxy (checking every second, out after two failures) takes it out
+  # before it closes its port; the kubelet restarts each static pod so.
   # An audit log of the writes to kube-system's ConfigMaps: who writes the
   # records, and how often (ConfigMapWrites).
   extraArgs:
+  - name: shutdown-delay-duration
+    value: 5s
   - name: audit-policy-file
     value: /etc/kubernetes/audit-policy.yaml
   - name: audit-log-path

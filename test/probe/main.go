@@ -18,8 +18,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -42,7 +44,9 @@ func main() {
 		// wrong node shows it.
 		fmt.Printf("running on node %s\n", os.Getenv("NODE_NAME"))
 		if slices.Contains(os.Args[2:], "--stay") {
-			select {}
+			stop := make(chan os.Signal, 1)
+			signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
+			<-stop
 		}
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])

@@ -74,9 +74,12 @@ func checkTunnelFamily(t *testing.T) {
 		out, _ := m.NetCommand(ctx, "conntrack", "-L", "-f", family, "-p", "tcp", "--orig-dst", dst, "--dport", "10250").Output()
 		return strings.Count(string(out), "dport=10250 ")
 	}
+	// master-1's own apiserver, not the load balancer's pick: its node's
+	// conntrack table is the one read.
+	agent := podOn(t, "k8s-app=yurt-tunnel-agent", "worker-1")
 	logs := func() time.Duration {
 		started := time.Now()
-		if out, err := kc.Kubectl(ctx, "-n", "kube-system", "logs", "-l", "k8s-app=yurt-tunnel-agent", "--tail=1"); err != nil {
+		if out, err := kc.Kubectl(ctx, "--server", "https://"+m.IP+":6443", "-n", "kube-system", "logs", agent, "--tail=1"); err != nil {
 			t.Errorf("kubectl logs on worker-1: %v\n%s", err, out)
 		}
 		return time.Since(started)
