@@ -1,5 +1,6 @@
-// Command demo is `make demo`: the real two-node kubeadm cluster of
-// test/cluster (master-1 and the edge node worker-1), `tunnel-nodes-sync
+// Command demo is `make demo`: the real kubeadm cluster of test/cluster
+// (three control-plane nodes behind haproxy; edge node worker-1, and
+// edge-a1 and edge-b1 in two NAT'd sites with one address), `tunnel-nodes-sync
 // install --control-plane-jobs` run against it as a user would, and dig
 // showing node names resolve — from master-1's network namespace with the
 // apiserver's own resolv.conf — and follow changes. It runs until Ctrl-C and
@@ -33,7 +34,7 @@ func main() {
 		fail(err)
 	}
 	bin := filepath.Join(root, "bin")
-	step("Starting the two-node kubeadm cluster (master-1, edge node worker-1), each node in its own network namespace")
+	step("Starting the kubeadm cluster (master-1..3 behind haproxy; edge nodes worker-1, and edge-a1 and edge-b1 behind two NAT routers, both 203.0.113.10), each node in its own network namespace")
 	started := time.Now()
 	c, err := cluster.Start(ctx, cluster.Config{
 		Dir: filepath.Join(bin, "cluster"), Bin: filepath.Join(bin, "k8s"), Log: os.Stdout,
@@ -107,18 +108,20 @@ func show(ctx context.Context, c *cluster.Cluster, syncBin string, started time.
 	if err != nil || len(pods.Items) == 0 {
 		return fmt.Errorf("no kube-proxy pod on worker-1: %v", err)
 	}
-	fmt.Printf("  $ kubectl -n kube-system logs %s --tail=3\n", pods.Items[0].Name)
-	// yurt-tunnel-server exits when install restarts kube-apiserver; the
-	// kubelet brings it back after its crash-loop back-off.
-	for start := time.Now(); ; time.Sleep(2 * time.Second) {
-		out, err = c.Kubectl(ctx, "-n", "kube-system", "logs", pods.Items[0].Name, "--tail=3")
-		if err == nil || time.Since(start) > 5*time.Minute {
-			break
-		}
-	}
-	fmt.Print(indent(out))
-	if err != nil {
+	if err := showLogs(ctx, c, "-n", "kube-system", "logs", pods.Items[0].Name, "--tail=3"); err != nil {
 		return err
+	}
+
+	master2 := "https://" + c.Node("master-2").IP + ":6443"
+	step("The same through master-2's own apiserver, which runs no tunnel server, to edge-a1 and edge-b1: one address, each answered by its own node")
+	for _, n := range c.SiteNodes() {
+		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=yurt-tunnel-agent", FieldSelector: "spec.nodeName=" + n.Name})
+		if err != nil || len(pods.Items) == 0 {
+			return fmt.Errorf("no yurt-tunnel-agent pod on %s: %v", n.Name, err)
+		}
+		if err := showLogs(ctx, c, "--server", master2, "-n", "kube-system", "logs", pods.Items[0].Name, "--tail=1"); err != nil {
+			return err
+		}
 	}
 
 	step("Adding edge node worker-2")
@@ -162,6 +165,24 @@ func addNode(ctx context.Context, cs kubernetes.Interface, r *cluster.Resolver, 
 }
 
 func step(msg string) { fmt.Printf("\n==> %s\n", msg) }
+
+// showLogs runs kubectl logs as a user would and prints it, asking again
+// for up to 5 minutes: yurt-tunnel-server exits when install restarts
+// kube-apiserver, and the kubelet brings it back after its crash-loop
+// back-off.
+func showLogs(ctx context.Context, c *cluster.Cluster, args ...string) error {
+	fmt.Printf("  $ kubectl %s\n", strings.Join(args, " "))
+	var out string
+	var err error
+	for start := time.Now(); ; time.Sleep(2 * time.Second) {
+		out, err = c.Kubectl(ctx, args...)
+		if err == nil || time.Since(start) > 5*time.Minute {
+			break
+		}
+	}
+	fmt.Print(indent(out))
+	return err
+}
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
