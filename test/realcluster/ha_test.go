@@ -257,13 +257,33 @@ func checkEveryAPIServerReachesTheSites(t *testing.T) {
 			continue
 		}
 		// The apiserver's connections to the edge kubelets left conntrack
-		// entries in its node: to the ClusterIP, replied by the server pod.
-		entries, err := m.NetCommand(ctx, "conntrack", "-L", "-p", "tcp", "--orig-dst", svc.Spec.ClusterIP, "--orig-port-dst", "10250").CombinedOutput()
-		path := regexp.MustCompile(`src=` + regexp.QuoteMeta(m.IP) + ` dst=` + regexp.QuoteMeta(svc.Spec.ClusterIP) + ` sport=\d+ dport=10250 .*src=` +
-			regexp.QuoteMeta(serverPod.Status.PodIP) + ` dst=` + regexp.QuoteMeta(m.IP) + ` sport=10263`)
-		line := firstMatch(string(entries), path)
-		if err != nil || line == "" {
-			t.Errorf("%s: no conntrack entry from its apiserver to %s:10250 DNATed to %s:10263 (%v):\n%s", m.Name, svc.Spec.ClusterIP, serverPod.Status.PodIP, err, entries)
+		// entries in its node: to a ClusterIP of the tunnel Service (the
+		// IPv6 one first: RFC 6724's order), answered by the server pod.
+		var line string
+		var tables []string
+		for _, clusterIP := range svc.Spec.ClusterIPs {
+			v6 := strings.Contains(clusterIP, ":")
+			family, own := "ipv4", m.IP
+			if v6 {
+				family, own = "ipv6", m.IP6
+			}
+			var server string
+			for _, ip := range serverPod.Status.PodIPs {
+				if strings.Contains(ip.IP, ":") == v6 {
+					server = ip.IP
+				}
+			}
+			entries, err := m.NetCommand(ctx, "conntrack", "-L", "-f", family, "-p", "tcp", "--orig-dst", clusterIP, "--dport", "10250").CombinedOutput()
+			tables = append(tables, fmt.Sprintf("%s (%v):\n%s", clusterIP, err, entries))
+			path := regexp.MustCompile(`src=` + regexp.QuoteMeta(own) + ` dst=` + regexp.QuoteMeta(clusterIP) + ` sport=\d+ dport=10250 .*src=` +
+				regexp.QuoteMeta(server) + ` dst=` + regexp.QuoteMeta(own) + ` sport=10263`)
+			if line = firstMatch(string(entries), path); line != "" {
+				break
+			}
+		}
+		if line == "" {
+			t.Errorf("%s: no conntrack entry from its apiserver to the tunnel Service's ClusterIPs %v port 10250 DNATed to yurt-tunnel-server's pod at 10263:\n%s",
+				m.Name, svc.Spec.ClusterIPs, strings.Join(tables, "\n"))
 			continue
 		}
 		t.Logf("%s's path to the edge kubelets, from its conntrack table: %s", m.Name, strings.Join(strings.Fields(line), " "))
