@@ -104,7 +104,7 @@ func askersOverIPv6(pods []podNetns) []asker {
 // checkNodeLocalDNS runs on an installed cluster: install --node-local-dns
 // with pods on both nodes asking their DNS every 100 ms; then new pods
 // resolve at the node-local address, cluster names and node names, also on
-// worker-1 rebooted while cut off from master-1. It returns the pods whose
+// worker-1 rebooted while cut off from the cloud. It returns the pods whose
 // DNS the caller's revert must not break: made before and untouched since,
 // and those that resolve at the node-local address (made under it, or on
 // the rebooted node).
@@ -249,13 +249,15 @@ func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 	// resolves at the node-local address too.
 	// yurthub stayed healthy through cuts of 30 s and of a minute here: the
 	// reboots below are what exercise its return.
-	t.Run("worker-1 cut off from master-1", func(t *testing.T) {
-		rebootWhileCutOff(t, after[1].name, local, rebootNames(t), 30*time.Second, 0, true, nil)
+	// before and after hold a pod per node, in kc.Nodes' order.
+	w := slices.IndexFunc(kc.Nodes, func(n *cluster.Node) bool { return n.Name == "worker-1" })
+	t.Run("worker-1 cut off from the cloud", func(t *testing.T) {
+		rebootWhileCutOff(t, after[w].name, local, rebootNames(t), 30*time.Second, 0, true, nil)
 	})
-	t.Run("worker-1 rebooted twice while cut off from master-1", func(t *testing.T) {
-		rebootWhileCutOff(t, after[1].name, local, rebootNames(t), 90*time.Second, 2, true, nil)
+	t.Run("worker-1 rebooted twice while cut off from the cloud", func(t *testing.T) {
+		rebootWhileCutOff(t, after[w].name, local, rebootNames(t), 90*time.Second, 2, true, nil)
 	})
-	for _, p := range []*podNetns{&after[1], &before[1]} {
+	for _, p := range []*podNetns{&after[w], &before[w]} {
 		pid, err := kc.Node(p.node).PodPID(ctx, "kube-system", p.name)
 		if err != nil {
 			t.Fatal(err)
@@ -265,7 +267,7 @@ func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 
 	// Those pods keep resolving at the node-local address: the caller's
 	// revert must answer them too, and leave a forwarder until they go.
-	return before[:1], append(after, before[1])
+	return slices.Delete(slices.Clone(before), w, w+1), append(after, before[w])
 }
 
 // nodeLocalAddresses are the caches' addresses: one per IP family of the

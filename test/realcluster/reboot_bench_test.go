@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// BenchmarkEdgeReboot: worker-1 cut off from master-1 for 5 minutes and
+// BenchmarkEdgeReboot: worker-1 cut off from the cloud for 5 minutes and
 // rebooted at the start of the cut, in the layout users run today (install
 // without --node-local-dns: pods ask kube-dns, a coredns-yurt DaemonSet
 // within the node pool) and with NodeLocal DNS, one after the other on one
