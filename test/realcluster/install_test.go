@@ -298,7 +298,7 @@ func lastLines(s string, n int) string {
 // checkStaticPod: the kubelet restarted the component from its patched
 // manifest — its mirror pod shows the flag and is Ready, its process runs
 // with it.
-func checkStaticPod(t *testing.T, component, flag string) {
+func checkStaticPod(t testing.TB, component, flag string) {
 	ctx := context.Background()
 	name := component + "-" + kc.Master().Name
 	p, err := cs.CoreV1().Pods("kube-system").Get(ctx, name, metav1.GetOptions{})
