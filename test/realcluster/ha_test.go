@@ -364,12 +364,3 @@ func internalIP(n *corev1.Node) string {
 	}
 	return ""
 }
-
-// controlPlaneNames are the control-plane nodes' names.
-func controlPlaneNames() []string {
-	var names []string
-	for _, m := range kc.ControlPlanes() {
-		names = append(names, m.Name)
-	}
-	return slices.Clip(names)
-}

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"context"
 	"os/exec"
-	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,41 +145,48 @@ func waitNodeReady(t testing.TB, name string, ready bool, timeout time.Duration)
 	}
 }
 
-// followStockCoreDNS streams the logs of the stock CoreDNS Deployment's
-// pods (kubectl logs -f) until they are gone; the returned function stops
-// following and returns what each pod logged.
+// followStockCoreDNS reads, every second until stopped, the logs of the
+// stock CoreDNS Deployment's pods from their nodes' log files (any node:
+// the apiserver cannot reach the sites' kubelets before install), keeping
+// the last read of a pod whose files went with it; the returned function
+// stops and returns what each pod logged.
 func followStockCoreDNS(t testing.TB) func() map[string]string {
 	t.Helper()
 	pods, err := cs.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	type follower struct {
-		cmd *exec.Cmd
-		out *strings.Builder
-	}
-	followers := map[string]follower{}
+	var mu sync.Mutex
+	logs := map[string]string{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
 	for _, p := range pods.Items {
-		// kubectl logs reaches pods on Ready nodes only (the kubelet serves them).
-		if len(p.OwnerReferences) == 0 || p.OwnerReferences[0].Kind != "ReplicaSet" || !cluster.PodReady(&p) || !slices.Contains(controlPlaneNames(), p.Spec.NodeName) {
+		n := kc.Node(p.Spec.NodeName)
+		if len(p.OwnerReferences) == 0 || p.OwnerReferences[0].Kind != "ReplicaSet" || !cluster.PodReady(&p) || n == nil {
 			continue
 		}
-		f := follower{cmd: exec.Command(kc.KubectlPath(), "--kubeconfig", kc.Kubeconfig, "-n", "kube-system", "logs", "-f", p.Name), out: &strings.Builder{}}
-		f.cmd.Stdout, f.cmd.Stderr = f.out, f.out
-		if err := f.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		followers[p.Name] = f
-	}
-	if len(followers) == 0 {
-		t.Fatal("no Ready stock CoreDNS pod to follow")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if out, err := n.PodLogs("kube-system", p.Name); err == nil {
+					mu.Lock()
+					logs[p.Name] = out
+					mu.Unlock()
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}()
 	}
 	return func() map[string]string {
-		logs := map[string]string{}
-		for name, f := range followers {
-			f.cmd.Process.Kill()
-			f.cmd.Wait()
-			logs[name] = f.out.String()
+		close(stop)
+		wg.Wait()
+		if len(logs) == 0 {
+			t.Error("no stock CoreDNS pod's logs read")
 		}
 		return logs
 	}
