@@ -38,11 +38,11 @@ type apiProbe struct {
 	mu        sync.Mutex
 	asked     int
 	failures  []string
-	refused   int // failures other than the 1 s timeout: connection refused, reset, EOF, an HTTP error
-	latencies []time.Duration // of the answered ones
-	out      map[string][]time.Duration // per control-plane node, each spell out of the load balancer
-	outSince map[string]time.Time
-	maxOut   int // the most apiservers out at once
+	refused   int                        // failures other than the 1 s timeout: connection refused, reset, EOF, an HTTP error
+	latencies []time.Duration            // of the answered ones
+	out       map[string][]time.Duration // per control-plane node, each spell out of the load balancer
+	outSince  map[string]time.Time
+	maxOut    int // the most apiservers out at once
 }
 
 func startAPIProbe(t testing.TB) *apiProbe {
