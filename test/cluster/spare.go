@@ -71,7 +71,12 @@ func (c *Cluster) AddCloudWorker(ctx context.Context) (*Node, error) {
 	if out, err := n.Run(ctx, c.Kubeadm(n.Version()), "join", "--config", config, "-v=1"); err != nil {
 		return nil, fmt.Errorf("kubeadm join %s: %w: %s", n.Name, err, strings.TrimSpace(out))
 	}
-	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "node/"+n.Name, "--timeout=180s"); err != nil {
+	// kubectl wait fails at once on a Node not registered yet: the kubelet
+	// registers it after kubeadm join's TLS bootstrap.
+	if err := c.retry(ctx, 3*time.Minute, "Node "+n.Name+" Ready", func() error {
+		_, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "node/"+n.Name, "--timeout=10s")
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if err := n.WaitDNS(ctx, "kubernetes.default.svc.cluster.local", 2*time.Minute); err != nil {
