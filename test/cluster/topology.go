@@ -164,7 +164,7 @@ func (c *Cluster) startLoadBalancer() error {
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(haproxyConfig, loadBalancerIP, servers.String())), 0o644); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(c.LoadBalancerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(c.loadBalancerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -182,8 +182,8 @@ func (c *Cluster) startLoadBalancer() error {
 	})
 }
 
-// LoadBalancerLog is haproxy's log: its apiservers going DOWN and UP.
-func (c *Cluster) LoadBalancerLog() string { return filepath.Join(c.dir, "lb", "haproxy.log") }
+// loadBalancerLog is haproxy's log: its apiservers going DOWN and UP.
+func (c *Cluster) loadBalancerLog() string { return filepath.Join(c.dir, "lb", "haproxy.log") }
 
 // LoadBalancerURL is the control-plane endpoint's URL.
 func LoadBalancerURL() string { return apiServerURL }
