@@ -70,7 +70,7 @@ type Cluster struct {
 	log          io.Writer
 	pause        string   // kubeadm's pause image, on every node
 	images       []string // the archives every node imported
-	spare, cloud *Node
+	spare        *Node
 	sites        []*site
 }
 
@@ -184,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if _, err := os.Stat(c.Kubeadm(c.startVersion)); err != nil {
 		return nil, fmt.Errorf("kubeadm %s: %w (make test-tools builds %s and %s)", c.startVersion, err, KubernetesVersion, PreviousKubernetesVersion)
 	}
-	c.Nodes, c.spare, c.cloud = newNodes(c), spareNode(c), cloudWorker(c)
+	c.Nodes, c.spare = newNodes(c), spareNode(c)
 	started := time.Now()
 	if err := c.teardown(); err != nil {
 		return nil, fmt.Errorf("tearing down the cluster a killed run left: %w", err)

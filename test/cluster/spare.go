@@ -6,25 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
-// spareNode is a third machine a benchmark may bring up (AddSpareNode), an
-// edge node like worker-1; cloudWorker is a cloud node that is neither the
-// control plane nor yurt-tunnel-server's (AddCloudWorker), where a cloud
-// component such as Prometheus reaches the edge through the tunnel Service
-// as any cloud node would. Both are defined up front so that teardown
-// removes them whether or not a run brought them up.
+// spareNode is a machine a test or benchmark may bring up (AddSpareNode),
+// an edge node like worker-1. It is defined up front so that teardown
+// removes it whether or not a run brought it up.
 func spareNode(c *Cluster) *Node {
 	return extraMachine(c, &Node{Name: "edge-spare", IP: "198.51.100.12", IP6: "2001:db8:100::12", PodCIDR: "10.244.2.0/24", PodCIDR6: "2001:db8:244:2::/64", short: "s1", Edge: true})
 }
-
-func cloudWorker(c *Cluster) *Node {
-	return extraMachine(c, &Node{Name: CloudWorkerName, IP: "198.51.100.13", IP6: "2001:db8:100::13", PodCIDR: "10.244.3.0/24", PodCIDR6: "2001:db8:244:3::/64", short: "c1"})
-}
-
-// CloudWorkerName is the cloud worker's node name.
-const CloudWorkerName = "cloud-1"
 
 func extraMachine(c *Cluster, n *Node) *Node {
 	n.c, n.netns, n.dir = c, "yurtdns-"+n.Name, filepath.Join(c.dir, "nodes", n.Name)
@@ -36,10 +25,8 @@ func extraMachine(c *Cluster, n *Node) *Node {
 // removes.
 func (c *Cluster) machines() []*Node {
 	all := c.Nodes[:len(c.Nodes):len(c.Nodes)]
-	for _, extra := range []*Node{c.spare, c.cloud} {
-		if c.Node(extra.Name) == nil {
-			all = append(all, extra)
-		}
+	if c.Node(c.spare.Name) == nil {
+		all = append(all, c.spare)
 	}
 	return all
 }
@@ -50,40 +37,6 @@ func (c *Cluster) machines() []*Node {
 // under any node name.
 func (c *Cluster) AddSpareNode(ctx context.Context) (*Node, error) {
 	return c.addMachine(c.spare)
-}
-
-// AddCloudWorker brings up the cloud worker and joins it as a plain kubeadm
-// worker (openyurt.io/is-edge-worker=false, no yurthub), and waits until it
-// is Ready and kube-proxy and DNS answer there. It stays in the cluster
-// until teardown.
-func (c *Cluster) AddCloudWorker(ctx context.Context) (*Node, error) {
-	n := c.cloud
-	if c.Node(n.Name) != nil {
-		return n, nil
-	}
-	if _, err := c.addMachine(n); err != nil {
-		return nil, err
-	}
-	config, err := c.kubeadmConfig(n)
-	if err != nil {
-		return nil, err
-	}
-	if out, err := n.Run(ctx, c.Kubeadm(n.Version()), "join", "--config", config, "-v=1"); err != nil {
-		return nil, fmt.Errorf("kubeadm join %s: %w: %s", n.Name, err, strings.TrimSpace(out))
-	}
-	// kubectl wait fails at once on a Node not registered yet: the kubelet
-	// registers it after kubeadm join's TLS bootstrap.
-	if err := c.retry(ctx, 3*time.Minute, "Node "+n.Name+" Ready", func() error {
-		_, err := c.Kubectl(ctx, "wait", "--for=condition=Ready", "node/"+n.Name, "--timeout=10s")
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	if err := n.WaitDNS(ctx, "kubernetes.default.svc.cluster.local", 2*time.Minute); err != nil {
-		return nil, err
-	}
-	c.logf("kubeadm join %s done: a cloud worker", n.Name)
-	return n, nil
 }
 
 // addMachine brings n's machine up and adds it to the nodes: the routes of

@@ -276,8 +276,7 @@ func (c *Cluster) EtcdMembers(ctx context.Context) ([]string, error) {
 }
 
 // CloudNets are the cloud's addresses and pod ranges, of each family: its
-// nodes' (the control-plane nodes, and the cloud worker once joined) and
-// the control-plane endpoint's.
+// nodes' (the control-plane nodes) and the control-plane endpoint's.
 func (c *Cluster) CloudNets() (v4, v6 []string) {
 	v4, v6 = []string{loadBalancerIP}, []string{loadBalancerIP6}
 	for _, n := range c.Nodes {

@@ -69,7 +69,7 @@ func TestMonitoringStack(t *testing.T) {
 		path []string
 		want string
 	}{
-		{[]string{"nodeSelector", "kubernetes.io/hostname"}, "cloud-1"}, {[]string{"scrapeInterval"}, "15s"},
+		{[]string{"nodeSelector", "kubernetes.io/hostname"}, "master-2"}, {[]string{"scrapeInterval"}, "15s"},
 		{[]string{"evaluationInterval"}, "15s"}, {[]string{"imagePullPolicy"}, "IfNotPresent"},
 		{[]string{"version"}, "3.16.0"}, {[]string{"serviceAccountName"}, "prometheus-k8s"},
 	} {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,80 +16,45 @@ import (
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
 	"github.com/yurtdns/yurtdns/internal/staticpod"
 	"github.com/yurtdns/yurtdns/test/cluster"
-	"github.com/yurtdns/yurtdns/test/harness"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
-// TestKubeadmUpgrade runs first (this file sorts first): the cluster
-// TestMain starts at v1.36.3 is upgraded to v1.37.1 with yurtdns installed,
-// as kubeadm's documentation gives it plus the --patches install's README
-// adds; then once more the plain way; then revert. The package's other
-// tests run on the upgraded cluster.
+// TestKubeadmUpgrade runs first (this file sorts first after
+// TestClusterAsBuilt's): on the cluster TestMain starts at v1.36.3, yurtdns
+// installs with its control-plane step and NodeLocal DNS while a real
+// Prometheus scrapes the edge (edgeScraper); the cluster is upgraded to
+// v1.37.1 as kubeadm's documentation gives it plus the --patches install's
+// README adds; then once more the plain way on one control-plane node;
+// then revert. The package's other tests run on the upgraded cluster.
 func TestKubeadmUpgrade(t *testing.T) {
 	ctx := context.Background()
 	testStarted := time.Now()
 	if v := kc.Master().Version(); v != cluster.PreviousKubernetesVersion {
 		t.Skipf("the cluster runs %s, not %s: nothing to upgrade", v, cluster.PreviousKubernetesVersion)
 	}
+	scraper := startEdgeScraper(t)
 	// Pods made before install ask through kube-dns's ClusterIP all along;
 	// revert must not break them either.
 	before := []podNetns{startPausePod(t, "upgrade-m1", "master-1"), startPausePod(t, "upgrade-w1", "worker-1")}
 	// Node names answer once install is done; a ClusterIP Service all along.
 	probes := startProbe("", probeName, "", askers(before))
 
-	// yurtdns as an earlier commit installs it, NodeLocal DNS included.
-	e := earlierOnNodes(t)
-	install := func(bin string, args ...string) {
-		t.Helper()
-		started := time.Now()
-		out, err := runSyncBin(t, bin, args...)
-		if err != nil && strings.Contains(out, "the object has been modified") {
-			// earlierCommit updates yurt-tunnel-server's Deployment without
-			// retrying a conflict (its status changes while the control-plane
-			// step restarts kube-apiserver; b908cb2 retries): its user runs
-			// install again, which picks up where it stopped.
-			t.Logf("%s: a write conflict; run again, as its user would", strings.Join(args, " "))
-			_, err = runSyncBin(t, bin, args...)
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", strings.Join(args, " "), err)
-		}
-		t.Logf("%s took %s", strings.Join(args, " "), time.Since(started).Round(100*time.Millisecond))
-	}
-	images := []string{"--coredns-image", e.coreDNSImage, "--sync-image", e.syncImage}
-	// The earlier version patched every control-plane node at once: its
-	// figures are logged, not held to this version's.
 	api := startAPIProbe(t)
-	install(e.bin, append([]string{"install", "--control-plane-jobs", "--node-local-dns"}, images...)...)
-	api.report(t, "install of "+earlierCommit)
-	probes.finish(t, "install --node-local-dns of "+earlierCommit+", asked from pods made before it")
+	began := time.Now()
+	if _, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns"); err != nil {
+		t.Fatalf("install --control-plane-jobs --node-local-dns: %v", err)
+	}
+	ended := time.Now()
+	t.Logf("install --control-plane-jobs --node-local-dns took %s", ended.Sub(began).Round(100*time.Millisecond))
+	checkOneControlPlaneNodeAtATime(t, api.finish(t, "install --control-plane-jobs --node-local-dns"), "install")
+	probes.finish(t, "install --control-plane-jobs --node-local-dns, asked from pods made before it")
+	scraper.checkInstalled(t, began, ended)
+
 	// And pods that ask the node-local cache.
 	after := []podNetns{startPausePod(t, "upgrade-local-m1", "master-1"), startPausePod(t, "upgrade-local-w1", "worker-1")}
 	local := startUpgradeProbes(after)
-
-	t.Run("yurtdns upgraded in place", func(t *testing.T) {
-		probes := startUpgradeProbes(before)
-		static := staticPodHashes(t)
-		localPods := podUIDs(t, after)
-		api := startAPIProbe(t)
-		started := time.Now()
-		if _, err := runSync(t, "install", "--control-plane-jobs", "--node-local-dns"); err != nil {
-			t.Fatalf("install over %s: %v", earlierCommit, err)
-		}
-		took := time.Since(started)
-		api.finish(t, "yurtdns upgraded from "+earlierCommit)
-		probes.finish(t, "yurtdns upgraded from "+earlierCommit+", asked from pods made before install")
-		t.Logf("install of this version over %s's took %s", earlierCommit, took.Round(100*time.Millisecond))
-		checkSelfUpgrade(t, static, localPods)
-	})
-
-	// The caches rolled to this version: on each node the new one took the
-	// address's queries (takeover) and the old one exited.
-	local.finish(t, "the yurtdns upgrade, asked from pods made under "+earlierCommit+"'s node-local DNS")
-	local = startUpgradeProbes(after)
 	caches := cachePods(t)
 
 	t.Run("kubeadm upgrade as the README gives it", func(t *testing.T) {
@@ -160,41 +124,24 @@ func TestKubeadmUpgrade(t *testing.T) {
 		probes.finish(t, "the plain upgrade and install, asked from pods made before install")
 		checkUpgradeKeptInstall(t)
 	})
-	local.finish(t, "both kubeadm upgrades and installs, asked from pods made under "+earlierCommit+"'s node-local DNS")
+	local.finish(t, "both kubeadm upgrades and installs, asked from pods made under node-local DNS")
 	t.Logf("the node-local caches before the kubeadm upgrades: %s; after them: %s", caches, cachePods(t))
 
 	// Node names answer until the records go, then as kubeadm's CoreDNS has
-	// them; the pods made under the earlier version's node-local DNS
-	// (169.254.20.10 alone, switched again to both families since) keep
-	// asking there: revert hands the addresses to the leftover forwarder.
+	// them; the pods made under node-local DNS keep asking there: revert
+	// hands the addresses to the leftover forwarder.
 	probes = startProbe("", probeName, "", askers(slices.Concat(before, after)))
 	api = startAPIProbe(t)
+	began = time.Now()
 	out, err := runSync(t, "revert")
 	if err != nil {
 		t.Fatalf("revert after the upgrade: %v", err)
 	}
 	checkOneControlPlaneNodeAtATime(t, api.finish(t, "revert after the upgrades"), "revert after the upgrades")
-	probes.finish(t, "revert, asked from pods made before install and from those made under "+earlierCommit+"'s node-local DNS")
+	probes.finish(t, "revert, asked from pods made before install and from those made under node-local DNS")
 	checkLeftover(t, out, after)
 	checkRevertedAsKubeadmRenders(t, testStarted)
-}
-
-// staticPodHashes are the config hashes the kubelets give the control-plane
-// nodes' static pods' mirror pods: a hash changes when the pod restarts with
-// a new manifest.
-func staticPodHashes(t *testing.T) map[string]string {
-	t.Helper()
-	hashes := map[string]string{}
-	for _, n := range kc.ControlPlanes() {
-		for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-			p, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), c+"-"+n.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hashes[p.Name] = p.Annotations["kubernetes.io/config.hash"]
-		}
-	}
-	return hashes
+	scraper.checkReverted(t, began)
 }
 
 // cachePods names the node-local caches, each with its node and start.
@@ -209,81 +156,6 @@ func cachePods(t *testing.T) string {
 		caches = append(caches, fmt.Sprintf("%s on %s made %s", p.Name, p.Spec.NodeName, p.CreationTimestamp.Format(time.TimeOnly)))
 	}
 	return strings.Join(caches, ", ")
-}
-
-func podUIDs(t *testing.T, pods []podNetns) map[string]types.UID {
-	t.Helper()
-	uids := map[string]types.UID{}
-	for _, p := range pods {
-		pod, err := cs.CoreV1().Pods("kube-system").Get(context.Background(), p.name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		uids[p.name] = pod.UID
-	}
-	return uids
-}
-
-// checkSelfUpgrade: after this version's install over earlierCommit's, no static pod restarted (their patches are the same),
-// the pods made under the earlier node-local DNS still run, every DNS pod
-// runs this version's image, and install finds nothing left to change.
-func checkSelfUpgrade(t *testing.T, static map[string]string, localPods map[string]types.UID) {
-	ctx := context.Background()
-	if now := staticPodHashes(t); !maps.Equal(now, static) {
-		t.Errorf("static pods restarted by the upgrade: config hashes %v, before %v", now, static)
-	}
-	for name, uid := range localPods {
-		p, err := cs.CoreV1().Pods("kube-system").Get(ctx, name, metav1.GetOptions{})
-		if err != nil || p.UID != uid || p.Status.Phase != corev1.PodRunning {
-			t.Errorf("pod %s, made under %s's node-local DNS, after the upgrade: %v", name, earlierCommit, err)
-		}
-	}
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := os.ReadFile(filepath.Join(root, "VERSION"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	version := strings.TrimSpace(string(v))
-	for selector, image := range map[string]string{
-		"k8s-app=kube-dns":                         "docker.io/yurtdns/coredns-yurt:" + version,
-		"k8s-app=node-local-dns":                   "docker.io/yurtdns/coredns-yurt:" + version,
-		"app.kubernetes.io/name=tunnel-nodes-sync": "docker.io/yurtdns/tunnel-nodes-sync:" + version,
-	} {
-		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			t.Fatal(err)
-		}
-		running := 0
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil {
-				continue
-			}
-			running++
-			if got := p.Spec.Containers[0].Image; got != image {
-				t.Errorf("pod %s (on %s, %s, made %s) runs %s, want %s", p.Name, p.Spec.NodeName, p.Status.Phase,
-					p.CreationTimestamp.Format(time.TimeOnly), got, image)
-			}
-		}
-		if running == 0 {
-			t.Errorf("no pod of %s", selector)
-		}
-	}
-	// A fresh install of this version would apply nothing else.
-	dry, err := runSyncQuiet(t, "install", "--control-plane-jobs", "--node-local-dns", "--dry-run")
-	if err != nil || regexp.MustCompile(`(?m)^\s*(\+\+\+|---) `).MatchString(dry) {
-		// The steps that found nothing are left out: the digest CI shows keeps 20 lines a message.
-		changes := slices.DeleteFunc(strings.Split(dry, "\n"), func(l string) bool {
-			return strings.Contains(l, "] already applied") || strings.Contains(l, "] skipped: ")
-		})
-		t.Errorf("install --dry-run after the upgrade still finds changes (%v):\n%s", err, strings.Join(changes, "\n"))
-	}
-	status, err := runSyncQuiet(t, "status")
-	if err != nil || !strings.Contains(status, "yurtdns "+version+" installed") || strings.Contains(status, "drifted") {
-		t.Errorf("status after the upgrade must show %s installed, every step applied (exit %v):\n%s", version, err, status)
-	}
 }
 
 // inNode is where a path inside node's mount namespace is on the machine.
@@ -331,7 +203,7 @@ func startUpgradeProbes(pods []podNetns) *probeSet {
 
 type probeSet []*dnsProbe
 
-func (s probeSet) finish(t *testing.T, what string) {
+func (s probeSet) finish(t testing.TB, what string) {
 	t.Helper()
 	for _, p := range s {
 		p.finish(t, what)

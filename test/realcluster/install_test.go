@@ -126,14 +126,15 @@ func checkSyncNotRestarted(t *testing.T, through string) {
 	t.Logf("through %s: %d tunnel-nodes-sync pods, %d restarts", through, len(pods.Items), restarts)
 }
 
-// checkShardsServed: the sync wrote the records' shard set (two nodes: one
-// shard), status says so, and every coredns-yurt pod serves the shards (its
+// checkShardsServed: the sync wrote the records' shard set (one name a
+// node, in one shard), status says so, and every coredns-yurt pod serves the shards (its
 // coredns_yurthosts_shards metric), not the single ConfigMap.
 func checkShardsServed(t *testing.T) {
 	ctx := context.Background()
 	harness.Eventually(t, 30*time.Second, func() error {
 		out, err := runSync(t, "status")
-		if err != nil || !strings.Contains(out, "yurt-tunnel-nodes: 2 names in 1 shard; the records fit in the single ConfigMap") {
+		want := fmt.Sprintf("yurt-tunnel-nodes: %d names in 1 shard; the records fit in the single ConfigMap", len(kc.Nodes))
+		if err != nil || !strings.Contains(out, want) {
 			return fmt.Errorf("status (%v):\n%s", err, out)
 		}
 		return nil

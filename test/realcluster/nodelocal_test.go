@@ -282,7 +282,7 @@ func checkNodeLocalDNS(t *testing.T) (before, stranded []podNetns) {
 
 // nodeLocalAddresses are the caches' addresses: one per IP family of the
 // cluster (kube-dns's), IPv4 first on the test cluster.
-func nodeLocalAddresses(t *testing.T) []string {
+func nodeLocalAddresses(t testing.TB) []string {
 	kubeDNS, err := cs.CoreV1().Services(tunnelnodes.Namespace).Get(context.Background(), "kube-dns", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +295,7 @@ func nodeLocalAddresses(t *testing.T) []string {
 // revert named them and handed the address to the leftover forwarder, which
 // status shows; once they are deleted the leftover goes by itself, and the
 // address is off every node's lo.
-func checkLeftover(t *testing.T, out string, stranded []podNetns) {
+func checkLeftover(t testing.TB, out string, stranded []podNetns) {
 	ctx := context.Background()
 	perNode := map[string]int{}
 	for _, p := range stranded {
