@@ -96,7 +96,9 @@ func earlierOnNodes(t testing.TB) earlierYurtdns {
 // dry-run finds nothing left to do; then revert. Two installs and a revert
 // across three control-plane nodes (about 10 minutes): in make bench;
 // make test's TestKubeadmUpgrade installs this version on a cluster without
-// yurtdns.
+// yurtdns (its Prometheus checks need one), and the e2e
+// TestInstallUpgradesInPlace holds install over an earlier version's
+// objects against envtest.
 func BenchmarkUpgradeFromEarlier(b *testing.B) {
 	for range b.N {
 		upgradeFromEarlier(b)
