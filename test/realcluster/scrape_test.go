@@ -33,7 +33,10 @@ import (
 // runs it around its install and revert, and the stack goes when that test
 // ends.
 type edgeScraper struct {
-	worker         *cluster.Node
+	worker *cluster.Node
+	// node is where the Prometheus pod runs: the stack's nodeSelector says
+	// which, and the pod is read rather than that repeated here.
+	node           string
 	monitorsBefore string
 }
 
@@ -65,7 +68,14 @@ func startEdgeScraper(t *testing.T) *edgeScraper {
 		}
 	})
 	applyMonitoringStack(t)
-	t.Logf("prometheus-operator, node_exporter and Prometheus (on %s) running in %s", prometheusNode, time.Since(started).Round(100*time.Millisecond))
+	pod, err := cs.CoreV1().Pods("monitoring").Get(context.Background(), "prometheus-k8s-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.node = pod.Spec.NodeName; s.node == kc.Master().Name {
+		t.Fatalf("Prometheus runs on %s, yurt-tunnel-server's node, whose DNAT rules reach the edge without DNS", s.node)
+	}
+	t.Logf("prometheus-operator, node_exporter and Prometheus (on %s) running in %s", s.node, time.Since(started).Round(100*time.Millisecond))
 
 	// As the article: node_exporter's 9100 (TLS) and the caches' 9253
 	// (plain HTTP) become tunnel ports, and the sync maps them.
@@ -80,9 +90,6 @@ func startEdgeScraper(t *testing.T) *edgeScraper {
 	s.monitorsBefore = serviceMonitors(t)
 	return s
 }
-
-// prometheusNode is where test/testdata/monitoring runs Prometheus.
-const prometheusNode = "master-2"
 
 // checkInstalled: after an install that began at began and ended at ended,
 // worker-1's targets are its name and up, its series answer in PromQL,
@@ -112,7 +119,7 @@ func (s *edgeScraper) checkInstalled(t *testing.T, began, ended time.Time) {
 			{job: "tunnel-nodes-sync"},
 			{job: "coredns-yurt"},
 			{job: "node-local-dns", url: "http://" + kc.Master().Name + ":9253/metrics"},
-			{job: "node-local-dns", url: "http://" + prometheusNode + ":9253/metrics"},
+			{job: "node-local-dns", url: "http://" + s.node + ":9253/metrics"},
 			{job: "node-local-dns", url: "http://" + s.worker.Name + ":9253/metrics"},
 		}, "up", 2*time.Minute)
 		checkRuleGroups(t)
