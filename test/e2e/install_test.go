@@ -16,6 +16,7 @@ import (
 	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -240,11 +241,21 @@ func TestInstallRevert(t *testing.T) {
 	createYurthub(t, k.ControlPlane, "worker-1")
 	stop := k.PlayRolloutControllers(tunnelnodes.Namespace)
 	defer stop()
+	// A sync removed by hand (kubectl delete -k takes its RBAC, so its pod
+	// cannot release the Lease) left the Lease held: install clears it, as
+	// the new sync would otherwise write nothing for the lease duration.
+	holdSyncLease(t, k, "tunnel-nodes-sync-5f7d8c9b4-qx2lm_0b3c6f1e-8d2a-4e57-9a41-6c0f2d9e7b13")
 	out, err = k.run(t, "install", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test")
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	t.Logf("install:\n%s", out)
+	if !strings.Contains(out, "rolled out; deleted Lease kube-system/tunnel-nodes-sync held by tunnel-nodes-sync-5f7d8c9b4-qx2lm, a pod that no longer exists") {
+		t.Errorf("install does not name the stale Lease it deleted:\n%s", out)
+	}
+	if _, err := k.Client.CoordinationV1().Leases(tunnelnodes.Namespace).Get(ctx, tunnelnodes.LeaderElectionID, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the stale Lease after install: %v, want it gone", err)
+	}
 	if !strings.Contains(out, "[coredns-daemonset] DaemonSet coredns Ready on every Ready node and behind kube-dns; Deployment coredns scaled to 0 (NotReady nodes not waited for: worker-1)") {
 		t.Errorf("install does not name the NotReady node:\n%s", out)
 	}
@@ -299,7 +310,13 @@ func TestInstallRevert(t *testing.T) {
 		t.Errorf("sync deployment: %v", err)
 	}
 
-	// Install again: nothing changes.
+	// Install again: nothing changes, the Lease a running sync pod holds
+	// included.
+	pods, err := k.Client.CoreV1().Pods(tunnelnodes.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=tunnel-nodes-sync"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("the sync's pods: %v (%v)", pods, err)
+	}
+	holdSyncLease(t, k, pods.Items[0].Name+"_5d0e2a7c-1f4b-4c39-8e6a-2b7d9f3c0a15")
 	installed, installedRVs := k.snapshot(t), k.resourceVersions(t)
 	out, err = k.run(t, "install", "--coredns-image", "coredns-yurt:test", "--sync-image", "tunnel-nodes-sync:test")
 	if err != nil {
@@ -314,6 +331,9 @@ func TestInstallRevert(t *testing.T) {
 	}
 	if rv := k.resourceVersions(t); fmt.Sprint(rv) != fmt.Sprint(installedRVs) {
 		t.Errorf("second install wrote objects:\n%v\n%v", installedRVs, rv)
+	}
+	if _, err := k.Client.CoordinationV1().Leases(tunnelnodes.Namespace).Get(ctx, tunnelnodes.LeaderElectionID, metav1.GetOptions{}); err != nil {
+		t.Errorf("the Lease of the running sync pod after the second install: %v", err)
 	}
 
 	// Status: all applied; an edit of the stock Corefile shows as drifted,
@@ -424,6 +444,18 @@ func TestInstallRevert(t *testing.T) {
 }
 
 func getErr[T any](_ T, err error) error { return err }
+
+// holdSyncLease creates the sync's Lease as held by identity
+// (controller-runtime's "<hostname>_<uuid>"), renewed now.
+func holdSyncLease(t *testing.T, k *kubeadmCluster, identity string) {
+	t.Helper()
+	now := metav1.NowMicro()
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: tunnelnodes.LeaderElectionID, Namespace: tunnelnodes.Namespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &identity, LeaseDurationSeconds: new(int32(15)), AcquireTime: &now, RenewTime: &now}}
+	if _, err := k.Client.CoordinationV1().Leases(tunnelnodes.Namespace).Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestInstallTimeoutKeepsDNS: when the CoreDNS DaemonSet never becomes
 // available, install stops with a clear error and the Deployment keeps

@@ -187,12 +187,12 @@ func serviceIP(t *testing.T, name string) string {
 }
 
 // expectEveryName: every node asks server for each name's qtype and gets want,
-// within the limit (at once when it is 0).
+// all within one limit counted from the call (at once when it is 0).
 func expectEveryName(t *testing.T, server string, names []string, qtype, want string, within time.Duration) {
 	t.Helper()
+	deadline := time.Now().Add(within)
 	for _, n := range kc.Nodes {
 		for _, name := range names {
-			deadline := time.Now().Add(within)
 			for {
 				r, err := n.Dig(context.Background(), server, name, qtype, "+time=1", "+tries=1")
 				got := strings.Join(r.Data(qtype), ",")

@@ -19,6 +19,7 @@ import (
 	"github.com/yurtdns/yurtdns/test/cluster"
 	"github.com/yurtdns/yurtdns/test/harness"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	certutil "k8s.io/client-go/util/cert"
 )
@@ -204,10 +205,7 @@ func applyMonitoringStack(t *testing.T) {
 	cert, key := selfSignedFiles(t, "node-exporter")
 	crds := kc.PrometheusOperatorCRDs()
 	stack := filepath.Join(root, "test", "testdata", "monitoring")
-	t.Cleanup(func() {
-		kc.Kubectl(ctx, "delete", "-k", stack, "--ignore-not-found", "--wait=true", "--timeout=2m")
-		kc.Kubectl(ctx, "delete", "-f", crds, "--ignore-not-found")
-	})
+	t.Cleanup(func() { deleteMonitoringStack(t, stack, crds) })
 	steps := [][]string{
 		{"apply", "--server-side", "-f", crds},
 		{"wait", "--for=condition=established", "--timeout=60s", "-f", crds},
@@ -225,6 +223,39 @@ func applyMonitoringStack(t *testing.T) {
 	harness.Eventually(t, 3*time.Minute, func() error {
 		_, err := prometheusAPI("/-/ready")
 		return err
+	})
+}
+
+// deleteMonitoringStack deletes the stack and waits until its namespace is
+// gone: the tests after this one create "monitoring" again, which a
+// namespace still terminating refuses. Prometheus goes first, while the
+// operator that owns its StatefulSet still runs.
+func deleteMonitoringStack(t *testing.T, stack, crds string) {
+	ctx := context.Background()
+	began := time.Now()
+	for _, args := range [][]string{
+		{"-n", "monitoring", "delete", "prometheus", "k8s", "--ignore-not-found", "--wait=true", "--timeout=3m"},
+		{"delete", "-k", stack, "--ignore-not-found", "--wait=true", "--timeout=4m"},
+	} {
+		if out, err := kc.Kubectl(ctx, args...); err != nil {
+			t.Logf("%v\n%s", err, out)
+		}
+	}
+	defer func() {
+		if out, err := kc.Kubectl(ctx, "delete", "-f", crds, "--ignore-not-found"); err != nil {
+			t.Errorf("deleting prometheus-operator's CRDs: %v\n%s", err, out)
+		}
+		t.Logf("monitoring stack deleted in %s", time.Since(began).Round(100*time.Millisecond))
+	}()
+	harness.Eventually(t, time.Minute, func() error {
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, "monitoring", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("namespace monitoring still %s: %+v", ns.Status.Phase, ns.Status.Conditions)
 	})
 }
 

@@ -28,7 +28,8 @@ const kubeDNSTopologyArg = "--kube-dns-topology="
 
 // syncStep deploys tunnel-nodes-sync from the kustomization dir of deploy/
 // and waits for it to roll out: a Ready replica has synced its caches, so
-// the records follow the nodes from the moment install returns. Revert
+// the records follow the nodes from the moment install returns (a Lease
+// left by a sync removed without revert is cleared, not waited out). Revert
 // waits for its pods to be gone: one still running would put kube-dns's
 // topology annotation back after the kube-dns-topology step's revert
 // removed it.
@@ -48,6 +49,14 @@ func syncStep(name, dir string) engine.Step {
 		}
 		if res.Changed {
 			res.Summary += "; rolled out"
+		}
+		cleared, err := clearStaleSyncLease(ctx, env)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		if cleared != "" {
+			res.Changed = true
+			res.Summary += "; " + cleared
 		}
 		return res, nil
 	}
