@@ -20,8 +20,8 @@ import (
 // images make image wrote imported on every node as the README says (the
 // cluster imports them so): every pod runs the image of this release
 // (the VERSION file), fully qualified, pulled only if not present, and
-// nothing is pulled. Then `kubectl delete -k` in reverse order leaves the
-// cluster as kubeadm made it; the caches' address and nftables table,
+// nothing is pulled. Then `kubectl delete -k` in reverse order and the
+// sync's Lease deleted leave the cluster as kubeadm made it; the caches' address and nftables table,
 // which their init container sets up on each node, are taken off with
 // the sync's own node-local-dns teardown, as revert's Jobs do.
 // (deploy/monitoring runs no pod and needs prometheus-operator's CRDs;
@@ -56,6 +56,11 @@ func TestDeployByHand(t *testing.T) {
 			if out, err := kc.Kubectl(ctx, "delete", "-k", filepath.Join(root, "deploy", packages[i].dir), "--wait", "--timeout=3m"); err != nil {
 				t.Errorf("kubectl delete -k deploy/%s: %v\n%s", packages[i].dir, err, out)
 			}
+		}
+		// As docs/install.md says: the sync's pod lost its RBAC with the
+		// rest and could not release its Lease.
+		if out, err := kc.Kubectl(ctx, "-n", "kube-system", "delete", "lease", "tunnel-nodes-sync", "--ignore-not-found"); err != nil {
+			t.Errorf("kubectl delete lease tunnel-nodes-sync: %v\n%s", err, out)
 		}
 		for _, n := range kc.Nodes {
 			if out, err := n.NetCommand(ctx, syncBin, "node-local-dns", "teardown", "--address", nodelocal.Address.String(), "--interface", "lo").CombinedOutput(); err != nil {
