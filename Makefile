@@ -249,11 +249,12 @@ test-e2e:
 fuzz:
 	hack/fuzz.sh $(FUZZTIME)
 
-## soak: the fault and bad-input tests SOAK_COUNT times over (make test runs them once each).
+## soak: the fault and bad-input tests SOAK_COUNT times over (make test runs them once each), and
+## TestInstallInterrupted killing install and revert at both points of every step (make test: one).
 SOAK_COUNT ?= 3
 soak: deps test-tools
 	mkdir -p $(BIN)
-	set -o pipefail; $(GO) test -count=$(SOAK_COUNT) -timeout 120m -v -run 'TestFault|TestInstallInterrupted|TestBadInput|TestLeastPrivilege' ./test/e2e/ | tee $(BIN)/soak.txt | grep -E '^(=== RUN|\s*--- FAIL|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS)'
+	set -o pipefail; YURTDNS_INTERRUPT_EVERY_POINT=1 $(GO) test -count=$(SOAK_COUNT) -timeout 120m -v -run 'TestFault|TestInstallInterrupted|TestBadInput|TestLeastPrivilege' ./test/e2e/ | tee $(BIN)/soak.txt | grep -E '^(=== RUN|\s*--- FAIL|--- |\s+\S+_test.go:[0-9]+:|ok|FAIL|PASS)'
 
 ## bench: dnsperf (yurthosts vs hosts vs whoami), propagation, scale and sync benchmarks on the
 ## real binaries and apiserver, the fleet benchmarks (5,000 and 100,000 nodes); writes

@@ -70,6 +70,10 @@ const (
 // (its watch is back, not just a list); the kubernetes plugin's figure for
 // the Service is logged, and held to client-go's backoff cap.
 func TestAnswersSoonAfterAPIOutage(t *testing.T) {
+	// Beside the other tests: it mostly waits out the outage, and its
+	// bounds (answerBudget, reconnectBound) are seconds over answers of tens
+	// of milliseconds.
+	t.Parallel()
 	cp := harness.Start(t, harness.Options{})
 	records, err := deploy.Render(deploy.Records)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -40,17 +41,17 @@ const (
 	midStep = "mid-step"
 )
 
-// TestInstallInterrupted kills `install` (SIGKILL) at two points of each
-// step in turn — right after the step completed, and in the middle of it,
-// between its write-ahead record and the rest of its writes — then runs
-// install again: it must complete, status must report every step applied,
+// TestInstallInterrupted kills `install` (SIGKILL) in each step in turn —
+// right after the step completed, or in the middle of it, between its
+// write-ahead record and the rest of its writes (interruptPoints; make soak
+// kills at both) — then runs install again: it must complete, status must report every step applied,
 // and the cluster (objects, created objects, manifest files and the install
 // state itself) must equal what an uninterrupted install produces. Revert
 // must then restore every original and remove the state.
 //
 // Then the same for `revert` (subtests revert/<step>/<point>): after an
 // uninterrupted install, revert is killed right after it deleted a step's
-// state entry, and in the middle of the step, once the step's first
+// state entry, or in the middle of the step, once the step's first
 // restoring write reached the apiserver (for control-plane: the manifest
 // files are restored) and before its entry is deleted. Revert run again must
 // leave the originals, no object install created and no state, and
@@ -137,13 +138,13 @@ func TestInstallInterrupted(t *testing.T) {
 	// Every step with a write to kill at: prometheus and monitoring make none on this
 	// cluster (no prometheus-operator), so it is not killed here.
 	steps := slices.DeleteFunc(layoutSteps(layout.YurtTunnel), func(s string) bool { return s == "prometheus" || s == "monitoring" })
-	// stepCases kills cmd at each point of each step in turn: subtests
-	// <step>/<point> of t.
+	// stepCases kills cmd at each step in turn, at the points interruptPoints
+	// gives: subtests <step>/<point> of t.
 	stepCases := func(t *testing.T, cmd string) {
 		for i, step := range steps {
 			t.Run(step, func(t *testing.T) {
 				lane(t, func(run func(string, func(*testing.T, *interruptCluster))) {
-					for _, point := range []string{afterStep, midStep} {
+					for _, point := range interruptPoints(cmd, i) {
 						run(point, func(t *testing.T, c *interruptCluster) {
 							var res interruptResult
 							defer count(cmd, point, &res)
@@ -200,6 +201,25 @@ func TestInstallInterrupted(t *testing.T) {
 			})
 		}
 	})
+}
+
+// everyPointEnv, set (make soak sets it), has TestInstallInterrupted kill
+// install and revert at both points of every step.
+const everyPointEnv = "YURTDNS_INTERRUPT_EVERY_POINT"
+
+// interruptPoints are where the i-th step of cmd is killed: both points
+// with everyPointEnv; else one, alternating from step to step and the other
+// way round for revert, so that make test kills every step of each command
+// once and each step at both points across the two commands (a case costs
+// an install and a revert, about 10 s of the machine's two cores).
+func interruptPoints(cmd string, i int) []string {
+	if os.Getenv(everyPointEnv) != "" {
+		return []string{afterStep, midStep}
+	}
+	if (i%2 == 0) == (cmd == "install") {
+		return []string{midStep}
+	}
+	return []string{afterStep}
 }
 
 // interruptCluster is a kubeadm cluster with what an uninterrupted install
