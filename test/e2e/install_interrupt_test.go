@@ -44,10 +44,11 @@ const (
 // TestInstallInterrupted kills `install` (SIGKILL) in each step in turn —
 // right after the step completed, or in the middle of it, between its
 // write-ahead record and the rest of its writes (interruptPoints; make soak
-// kills at both) — then runs install again: it must complete, status must report every step applied,
-// and the cluster (objects, created objects, manifest files and the install
-// state itself) must equal what an uninterrupted install produces. Revert
-// must then restore every original and remove the state.
+// kills at both) — then runs install again: it must complete, status must
+// report every step applied, and the cluster (objects, created objects,
+// manifest files and the install state itself) must equal what an
+// uninterrupted install produces. Revert must then restore every original
+// and remove the state.
 //
 // Then the same for `revert` (subtests revert/<step>/<point>): after an
 // uninterrupted install, revert is killed right after it deleted a step's
