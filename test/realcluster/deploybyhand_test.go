@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/yurtdns/yurtdns/internal/nodelocal"
+	"github.com/yurtdns/yurtdns/internal/tunnelnodes"
 	"github.com/yurtdns/yurtdns/test/harness"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,8 +22,9 @@ import (
 // cluster imports them so): every pod runs the image of this release
 // (the VERSION file), fully qualified, pulled only if not present, and
 // nothing is pulled. Then `kubectl delete -k` in reverse order and the
-// sync's Lease deleted leave the cluster as kubeadm made it; the caches' address and nftables table,
-// which their init container sets up on each node, are taken off with
+// sync's Lease deleted leave the cluster as kubeadm made it; the caches'
+// address and nftables table, which their init container sets up on each
+// node, are taken off with
 // the sync's own node-local-dns teardown, as revert's Jobs do.
 // (deploy/monitoring runs no pod and needs prometheus-operator's CRDs;
 // deploy/raven needs Raven's layout; deploy/node-local-dns-leftover is
@@ -59,8 +61,8 @@ func TestDeployByHand(t *testing.T) {
 		}
 		// As docs/install.md says: the sync's pod lost its RBAC with the
 		// rest and could not release its Lease.
-		if out, err := kc.Kubectl(ctx, "-n", "kube-system", "delete", "lease", "tunnel-nodes-sync", "--ignore-not-found"); err != nil {
-			t.Errorf("kubectl delete lease tunnel-nodes-sync: %v\n%s", err, out)
+		if out, err := kc.Kubectl(ctx, "-n", tunnelnodes.Namespace, "delete", "lease", tunnelnodes.LeaderElectionID, "--ignore-not-found"); err != nil {
+			t.Errorf("kubectl delete lease %s: %v\n%s", tunnelnodes.LeaderElectionID, err, out)
 		}
 		for _, n := range kc.Nodes {
 			if out, err := n.NetCommand(ctx, syncBin, "node-local-dns", "teardown", "--address", nodelocal.Address.String(), "--interface", "lo").CombinedOutput(); err != nil {
