@@ -559,12 +559,16 @@ func cgroupHierarchies() []string {
 	return dirs
 }
 
-// makeCgroups makes the node's kubelet cgroupRoot in every hierarchy.
+// makeCgroups makes the node's kubelet cgroupRoot in every hierarchy, and
+// its daemons' cgroup in the cpu one.
 func (c *Cluster) makeCgroups(n *Node) error {
 	for _, h := range cgroupHierarchies() {
 		if err := os.MkdirAll(filepath.Join(h, n.cgroupName()), 0o755); err != nil {
 			return err
 		}
+	}
+	if err := os.MkdirAll(n.daemonsCPUCgroup(), 0o755); err != nil {
+		return err
 	}
 	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
 		v, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuset", f))

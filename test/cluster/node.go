@@ -89,6 +89,17 @@ func (n *Node) objectName() string {
 // kubelets never manage each other's pods.
 func (n *Node) cgroupName() string { return "yurtdns-" + n.Name }
 
+// daemonsCPUCgroup is where the node's daemons take their CPU: beside the
+// kubelet's kubepods under the node's cgroup, as system.slice sits beside
+// kubepods.slice on a machine. So each node weighs the same on the
+// machine's CPU whatever runs on it, as each is a machine of its own. In
+// the machine's root cgroup every thread of theirs weighed as much as all of
+// a node's pods: kubelets restarting on some nodes took the CPU from the
+// pods of every node.
+func (n *Node) daemonsCPUCgroup() string {
+	return filepath.Join("/sys/fs/cgroup/cpu", n.cgroupName(), "daemons")
+}
+
 // startAnchor makes the node's mount namespace (see nodens.sh).
 func (n *Node) startAnchor() error {
 	script := filepath.Join(n.c.dir, "nodens.sh")
@@ -160,9 +171,24 @@ func (n *Node) NetCommand(ctx context.Context, name string, args ...string) *exe
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.netns, name}, args...)...)
 }
 
-// startDaemon starts a long-running program inside the node, logging to
-// the node directory, recorded by PID.
+// startDaemon starts one of the node's own daemons (containerd, yurthub,
+// the kubelet) in the node's daemons cgroup; what it forks (containerd's
+// shims) stays there.
 func (n *Node) startDaemon(name string, args ...string) (*process, error) {
+	p, err := n.startProcess(name, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(n.daemonsCPUCgroup(), "cgroup.procs"), []byte(strconv.Itoa(p.pid)), 0o644); err != nil {
+		p.stop(0)
+		return nil, fmt.Errorf("moving %s of %s into its node's cgroup: %w", name, n.Name, err)
+	}
+	return p, nil
+}
+
+// startProcess starts a long-running program inside the node, logging to
+// the node directory, recorded by PID.
+func (n *Node) startProcess(name string, args ...string) (*process, error) {
 	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(n.anchor.pid), "-m", "-n", "--"}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	logf, err := n.logFile(name)
@@ -245,7 +271,9 @@ func (n *Node) startRuntime(images []string, sandboxImage string) error {
 		return err
 	}
 	var err error
-	if n.stubResolver, err = n.startDaemon("stub-resolver", n.c.bin("coredns"), "-conf", corefile); err != nil {
+	// The machine's resolver, not the node's: it stays in the machine's
+	// cgroup, and survives a reboot.
+	if n.stubResolver, err = n.startProcess("stub-resolver", n.c.bin("coredns"), "-conf", corefile); err != nil {
 		return err
 	}
 	cniDir := filepath.Join(n.dir, "state", "etc_cni_net.d")
