@@ -72,6 +72,9 @@ type Cluster struct {
 	images       []string // the archives every node imported
 	spare        *Node
 	sites        []*site
+	// settingsBefore are the machine's kernel settings (machineSettings)
+	// before the cluster started: what Leftovers compares with.
+	settingsBefore string
 }
 
 // The nodes: master-1, master-2 and master-3, the cloud's control-plane
@@ -626,6 +629,9 @@ func (c *Cluster) sysctlFile() string { return filepath.Join(c.cacheDir, "sysctl
 func (c *Cluster) saveSysctls() error {
 	values, err := readMachineSysctls()
 	if err != nil {
+		return err
+	}
+	if c.settingsBefore, err = machineSettings(); err != nil {
 		return err
 	}
 	data, _ := json.Marshal(values)

@@ -8,10 +8,10 @@ import (
 	"strings"
 )
 
-// MachineSettings reads the kernel settings a kubelet changes that no
+// machineSettings reads the kernel settings a kubelet changes that no
 // namespace isolates, "key=value" each: what a cluster's teardown must put
 // back as they were before it started.
-func MachineSettings() (string, error) {
+func machineSettings() (string, error) {
 	values, err := readMachineSysctls()
 	if err != nil {
 		return "", err
@@ -37,9 +37,9 @@ func readMachineSysctls() (map[string]string, error) {
 }
 
 // Leftovers is what the stopped cluster left on the machine: its nodes'
-// network namespaces, its directory, kernel settings other than before
-// (MachineSettings read before it started); nil when nothing.
-func (c *Cluster) Leftovers(before string) error {
+// network namespaces, its directory, kernel settings other than before it
+// started (after it put back those a killed run left); nil when nothing.
+func (c *Cluster) Leftovers() error {
 	var left []error
 	out, err := exec.Command("ip", "netns", "list").Output()
 	switch {
@@ -51,12 +51,12 @@ func (c *Cluster) Leftovers(before string) error {
 	if _, err := os.Stat(c.Dir()); !os.IsNotExist(err) {
 		left = append(left, fmt.Errorf("cluster directory %s left (%v)", c.Dir(), err))
 	}
-	after, err := MachineSettings()
+	after, err := machineSettings()
 	switch {
 	case err != nil:
 		left = append(left, err)
-	case after != before:
-		left = append(left, fmt.Errorf("kernel settings not restored: before %s, after %s", before, after))
+	case after != c.settingsBefore:
+		left = append(left, fmt.Errorf("kernel settings not restored: before %s, after %s", c.settingsBefore, after))
 	}
 	return errors.Join(left...)
 }
