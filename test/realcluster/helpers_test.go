@@ -2,12 +2,14 @@ package realcluster
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -91,10 +93,21 @@ type dnsProbe struct {
 	total    int
 	tcp      int      // of total, asked over TCP
 	failures []string // when asked, from which node, over what, what came back
-	// slowest is the longest a query took, from the line written to dig
-	// to its answer read.
-	slowest time.Duration
+	// slowest are the answers that took longest, from the line written to
+	// dig to its answer read, longest first: when and where a tail comes
+	// from (a failed run's log has nothing else on it).
+	slowest []slowAnswer
 }
+
+// slowAnswer is one query's time, and when, from where and over what it
+// was asked.
+type slowAnswer struct {
+	took time.Duration
+	what string
+}
+
+// keptSlowest is how many of the slowest answers a probe reports.
+const keptSlowest = 3
 
 const probeName = "kubernetes.default.svc.cluster.local"
 
@@ -180,7 +193,11 @@ func startProbe(server, name, want string, askers []asker) *dnsProbe {
 				if overTCP {
 					p.tcp++
 				}
-				p.slowest = max(p.slowest, took)
+				i, _ := slices.BinarySearchFunc(p.slowest, took, func(a slowAnswer, d time.Duration) int { return cmp.Compare(d, a.took) })
+				if i < keptSlowest {
+					p.slowest = slices.Insert(p.slowest, i, slowAnswer{took, fmt.Sprintf("%s from %s over %s", asked.Format("15:04:05.000"), n.where, proto)})
+					p.slowest = p.slowest[:min(len(p.slowest), keptSlowest)]
+				}
 				if failure != "" {
 					p.failures = append(p.failures, fmt.Sprintf("asked %s from %s over %s: %s", asked.Format("15:04:05.000"), n.where, proto, firstLine(failure)))
 				}
@@ -219,8 +236,12 @@ func (p *dnsProbe) report(t testing.TB, what string) {
 	if server == "" {
 		server = "each one's resolv.conf server"
 	}
+	var slowest []string
+	for _, a := range p.slowest {
+		slowest = append(slowest, fmt.Sprintf("%s (%s)", a.took.Round(time.Millisecond), a.what))
+	}
 	t.Logf("%s: %d DNS queries (%d over TCP) for %s through %s from %s (one try, 1 s timeout), %d failed, slowest %s",
-		what, p.total, p.tcp, p.name, server, strings.Join(p.from, ", "), len(p.failures), p.slowest.Round(time.Millisecond))
+		what, p.total, p.tcp, p.name, server, strings.Join(p.from, ", "), len(p.failures), strings.Join(slowest, ", "))
 	if p.total == 0 {
 		t.Errorf("%s: the DNS probe asked nothing", what)
 	}
