@@ -72,9 +72,9 @@ type Cluster struct {
 	images       []string // the archives every node imported
 	spare        *Node
 	sites        []*site
-	// settingsBefore are the machine's kernel settings (machineSettings)
-	// before the cluster started: what Leftovers compares with.
-	settingsBefore string
+	// settingsBefore are machineSysctls' values before the cluster
+	// started: what Leftovers compares with.
+	settingsBefore map[string]string
 }
 
 // The nodes: master-1, master-2 and master-3, the cloud's control-plane
@@ -631,9 +631,7 @@ func (c *Cluster) saveSysctls() error {
 	if err != nil {
 		return err
 	}
-	if c.settingsBefore, err = machineSettings(); err != nil {
-		return err
-	}
+	c.settingsBefore = values
 	data, _ := json.Marshal(values)
 	return os.WriteFile(c.sysctlFile(), data, 0o644)
 }

@@ -3,24 +3,20 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"strings"
 )
 
-// machineSettings reads the kernel settings a kubelet changes that no
-// namespace isolates, "key=value" each: what a cluster's teardown must put
-// back as they were before it started.
-func machineSettings() (string, error) {
-	values, err := readMachineSysctls()
-	if err != nil {
-		return "", err
-	}
+// formatSettings gives machineSysctls' values as "key=value" each, in
+// machineSysctls' order.
+func formatSettings(values map[string]string) string {
 	var settings []string
 	for _, k := range machineSysctls {
 		settings = append(settings, k+"="+values[k])
 	}
-	return strings.Join(settings, " "), nil
+	return strings.Join(settings, " ")
 }
 
 // readMachineSysctls reads machineSysctls' values.
@@ -51,12 +47,12 @@ func (c *Cluster) Leftovers() error {
 	if _, err := os.Stat(c.Dir()); !os.IsNotExist(err) {
 		left = append(left, fmt.Errorf("cluster directory %s left (%v)", c.Dir(), err))
 	}
-	after, err := machineSettings()
+	after, err := readMachineSysctls()
 	switch {
 	case err != nil:
 		left = append(left, err)
-	case after != c.settingsBefore:
-		left = append(left, fmt.Errorf("kernel settings not restored: before %s, after %s", c.settingsBefore, after))
+	case !maps.Equal(after, c.settingsBefore):
+		left = append(left, fmt.Errorf("kernel settings not restored: before %s, after %s", formatSettings(c.settingsBefore), formatSettings(after)))
 	}
 	return errors.Join(left...)
 }
