@@ -193,13 +193,14 @@ func startProbe(server, name, want string, askers []asker) *dnsProbe {
 				if overTCP {
 					p.tcp++
 				}
+				query := func() string { return fmt.Sprintf("%s from %s over %s", asked.Format("15:04:05.000"), n.where, proto) }
 				i, _ := slices.BinarySearchFunc(p.slowest, took, func(a slowAnswer, d time.Duration) int { return cmp.Compare(d, a.took) })
 				if i < keptSlowest {
-					p.slowest = slices.Insert(p.slowest, i, slowAnswer{took, fmt.Sprintf("%s from %s over %s", asked.Format("15:04:05.000"), n.where, proto)})
+					p.slowest = slices.Insert(p.slowest, i, slowAnswer{took, query()})
 					p.slowest = p.slowest[:min(len(p.slowest), keptSlowest)]
 				}
 				if failure != "" {
-					p.failures = append(p.failures, fmt.Sprintf("asked %s from %s over %s: %s", asked.Format("15:04:05.000"), n.where, proto, firstLine(failure)))
+					p.failures = append(p.failures, fmt.Sprintf("asked %s: %s", query(), firstLine(failure)))
 				}
 				p.mu.Unlock()
 			}
