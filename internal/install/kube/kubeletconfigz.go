@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,14 @@ import (
 
 // maxConfigz bounds what is read of a kubelet's /configz (a few KiB).
 const maxConfigz = 1 << 20
+
+// configzTimeout bounds each read of a /configz. A tunnel whose agent lost
+// its connection without knowing (a cut: the agent keeps it until TCP
+// keepalive, 2 h idle) takes the apiserver's proxy request and never
+// answers; unbounded, status and install waited on it without a word (seen
+// for 20 minutes on the real cluster after worker-1's agent was restarted).
+// A var so a test need not wait as long.
+var configzTimeout = 15 * time.Second
 
 // NodeNameNotProxyableError is the apiserver's node proxy refusing a node
 // because its name resolves, where the apiserver runs, to an address that
@@ -49,6 +58,18 @@ const notProxyable = "address not allowed"
 // naming the kubelet's endpoint, as the apiserver's own kubelet requests
 // (logs, exec) do.
 func KubeletConfigz(ctx context.Context, cs kubernetes.Interface, node string) ([]byte, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, configzTimeout,
+		fmt.Errorf("node %s's /configz gave no answer through the apiserver in %s (the node's tunnel may be down)", node, configzTimeout))
+	defer cancel()
+	raw, err := configz(ctx, cs, node)
+	if err != nil && context.Cause(ctx) != nil {
+		return nil, context.Cause(ctx)
+	}
+	return raw, err
+}
+
+// configz is KubeletConfigz unbounded.
+func configz(ctx context.Context, cs kubernetes.Interface, node string) ([]byte, error) {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "configz").DoRaw(ctx)
 	if apierrors.IsBadRequest(err) {
 		return nil, badRequest(node, err, raw)

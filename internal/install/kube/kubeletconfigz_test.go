@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -50,5 +51,25 @@ func TestKubeletConfigzBadRequest(t *testing.T) {
 				t.Errorf("error %v, want it to say %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestKubeletConfigzNoAnswer: a node proxy that never answers (a tunnel
+// whose agent lost its connection) ends in an error that names the node,
+// not a wait without end.
+func TestKubeletConfigzNoAnswer(t *testing.T) {
+	defer func(d time.Duration) { configzTimeout = d }(configzTimeout)
+	configzTimeout = 50 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = KubeletConfigz(context.Background(), cs, "worker-1")
+	if err == nil || !strings.Contains(err.Error(), "node worker-1's /configz gave no answer") {
+		t.Errorf("error %v, want it to say that worker-1's /configz gave no answer", err)
 	}
 }
