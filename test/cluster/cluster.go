@@ -201,6 +201,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.saveSysctls(); err != nil {
 		return nil, err
 	}
+	if err := joinInstrumentsCgroup(); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			c.keepLogs()
@@ -467,7 +470,8 @@ func (c *Cluster) Stop() error {
 // containers (the kubelets' cgroups), containerd and its shims and the
 // hostNetwork containers (the node network namespaces), the namespace
 // anchors — then removes the namespaces, the bridge, the cgroups and the
-// state, and restores the machine-wide kernel settings. It works from what
+// state, restores the machine-wide kernel settings, and moves this process
+// back out of the instruments' cgroup. It works from what
 // is on the machine and in the directory, so it also cleans up after a
 // killed run.
 func (c *Cluster) teardown() error {
@@ -517,6 +521,9 @@ func (c *Cluster) teardown() error {
 	}
 	exec.Command("ip", "link", "del", bridgeName).Run()
 	if err := c.restoreSysctls(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := leaveInstrumentsCgroup(); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {

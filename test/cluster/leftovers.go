@@ -33,8 +33,9 @@ func readMachineSysctls() (map[string]string, error) {
 }
 
 // Leftovers is what the stopped cluster left on the machine: its nodes'
-// network namespaces, its directory, kernel settings other than before it
-// started (after it put back those a killed run left); nil when nothing.
+// network namespaces, its directory, the instruments' cgroup, kernel settings
+// other than before it started (after it put back those a killed run left);
+// nil when nothing.
 func (c *Cluster) Leftovers() error {
 	var left []error
 	out, err := exec.Command("ip", "netns", "list").Output()
@@ -43,6 +44,9 @@ func (c *Cluster) Leftovers() error {
 		left = append(left, fmt.Errorf("ip netns list: %w", err))
 	case strings.Contains(string(out), "yurtdns-"):
 		left = append(left, fmt.Errorf("network namespaces left: %s", out))
+	}
+	if _, err := os.Stat(instrumentsCPUCgroup); !os.IsNotExist(err) {
+		left = append(left, fmt.Errorf("cgroup %s left (%v)", instrumentsCPUCgroup, err))
 	}
 	if _, err := os.Stat(c.Dir()); !os.IsNotExist(err) {
 		left = append(left, fmt.Errorf("cluster directory %s left (%v)", c.Dir(), err))

@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkInstallRevertCycles: install and revert over and over with the
-// single-try, 1 s DNS probe asking kube-dns from both nodes every 100 ms
+// single-try, 1 s DNS probe asking kube-dns from both nodes every probeEvery
 // all along (UDP and TCP in turn), until at least 10 cycles and 20,000
 // queries (YURTDNS_CYCLES sets the least number of cycles): "zero failed
 // queries" means something only over that many. What each cycle repeats

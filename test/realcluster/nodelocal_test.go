@@ -102,7 +102,7 @@ func askersOverIPv6(pods []podNetns) []asker {
 }
 
 // checkNodeLocalDNS runs on an installed cluster: install --node-local-dns
-// with pods on both nodes asking their DNS every 100 ms; then new pods
+// with pods on both nodes asking their DNS every probeEvery; then new pods
 // resolve at the node-local address, cluster names and node names, also on
 // worker-1 rebooted while cut off from the cloud. It returns the pods whose
 // DNS the caller's revert must not break: made before and untouched since,

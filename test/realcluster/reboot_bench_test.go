@@ -20,7 +20,7 @@ import (
 // rebooted at the start of the cut, in the layout users run today (install
 // without --node-local-dns: pods ask kube-dns, a coredns-yurt DaemonSet
 // within the node pool) and with NodeLocal DNS, one after the other on one
-// cluster. From a pod on worker-1, every 100 ms, one try with a 1 s
+// cluster. From a pod on worker-1, every probeEvery, one try with a 1 s
 // timeout: the node names and the ClusterIP Services that existed before
 // the cut. It reports the queries that failed while cut off, and after the
 // link came back when yurthub proxied again, when the node-local cache's
