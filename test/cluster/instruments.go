@@ -1,13 +1,10 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
-	"time"
 )
 
 // instrumentsCPUCgroup is where the process that drives the cluster takes
@@ -41,17 +38,9 @@ func joinInstrumentsCgroup() error {
 // process, or a killed run's children) back to the root cgroup, and
 // removes it.
 func leaveInstrumentsCgroup() error {
-	var last error
-	for range 50 {
-		for _, pid := range pidsInCgroup(instrumentsCPUCgroup) {
-			// A process that has exited since the read is not an error.
-			os.WriteFile("/sys/fs/cgroup/cpu/cgroup.procs", []byte(strconv.Itoa(pid)), 0o644)
-		}
-		last = syscall.Rmdir(instrumentsCPUCgroup)
-		if last == nil || errors.Is(last, syscall.ENOENT) {
-			return nil
-		}
-		time.Sleep(200 * time.Millisecond)
+	for _, pid := range pidsInCgroup(instrumentsCPUCgroup) {
+		// A process that has exited since the read is not an error.
+		os.WriteFile(filepath.Join(filepath.Dir(instrumentsCPUCgroup), "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
 	}
-	return fmt.Errorf("removing cgroup %s: %w", instrumentsCPUCgroup, last)
+	return removeCgroups(filepath.Base(instrumentsCPUCgroup))
 }
