@@ -104,8 +104,9 @@ func pidsInNetns(name string) []int {
 	return pids
 }
 
-// pidsInCgroup lists the processes in a cgroup subtree of the pids
-// hierarchy (every container of a node: the kubelet's cgroupRoot).
+// pidsInCgroup lists the processes in a cgroup subtree of any hierarchy
+// (every container of a node under the kubelet's cgroupRoot, or the
+// instruments' cgroup).
 func pidsInCgroup(root string) []int {
 	var pids []int
 	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
